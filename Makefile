@@ -1,0 +1,79 @@
+# gpuops.platform - every entry point. On a fresh machine: `make demo`, `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+REPO := $(abspath .)
+VENV := $(REPO)/.venv
+PY := $(VENV)/bin/python
+export PATH := $(VENV)/bin:$(PATH)
+export PYTHONPATH := $(REPO)/hack
+export ANSIBLE_CONFIG := $(REPO)/ansible.cfg
+export ANSIBLE_HOME := $(REPO)/.state/ansible-home
+LAB := $(PY) -m gpuops_lab
+# Python 3.12: the `ansible` 14 packages need >= 3.12 (pyenv has it on our machines)
+PYTHON312 ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -n1)
+COLL_LINK := $(REPO)/.state/collections/ansible_collections/gpuops/platform
+
+.PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench clean
+
+help:
+	@echo "make demo   - build/reuse the local control plane, start it, run site.yml, print node readiness"
+	@echo "make test   - lint, sanity, unit, integration and molecule tests (starts the lab as needed)"
+	@echo "make down   - stop every lab process and remove all lab state"
+	@echo "make up | status | bench | build | venv"
+
+$(VENV)/.stamp: requirements/dev.txt requirements/constraints.txt
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (pyenv install 3.12 or apt-get install python3.12) or set PYTHON312=/path/to/python3.12" >&2; exit 3; }
+	$(PYTHON312) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
+	touch $@
+
+$(COLL_LINK):
+	mkdir -p $(dir $(COLL_LINK))
+	ln -sfn $(REPO) $(COLL_LINK)
+
+venv: $(VENV)/.stamp $(COLL_LINK)
+
+constraints: $(VENV)/.stamp
+	{ echo "# Exact versions of every package in the dev/test virtualenv (pip freeze of requirements/dev.txt)."; \
+	  echo "# Regenerate: make constraints"; $(VENV)/bin/pip freeze --all | grep -v '^-e'; } > requirements/constraints.txt
+
+build: venv
+	$(LAB) build
+	@bash hack/link-tools.sh
+
+up: build
+	$(LAB) up --inventory-nodes
+
+status: venv
+	$(LAB) status
+
+down:
+	@if [ -x $(PY) ]; then $(LAB) down; else echo "no virtualenv; nothing started"; fi
+
+demo: up
+	ansible-playbook site.yml -i inventories/local
+	$(LAB) table --wait 60
+
+lint: venv
+	bash hack/run-tests.sh lint
+
+sanity: venv
+	bash hack/run-tests.sh sanity
+
+unit: venv
+	bash hack/run-tests.sh unit
+
+integration: build
+	bash hack/run-tests.sh integration
+
+molecule: build
+	bash hack/run-tests.sh molecule
+
+test: build
+	bash hack/run-tests.sh all
+
+bench: up
+	$(PY) benchmarks/run.py
+
+clean: down
+	rm -rf $(VENV) .state .cache tests/output

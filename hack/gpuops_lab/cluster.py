@@ -1,0 +1,240 @@
+"""The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (built from
+their Go modules), kwok for simulated nodes, the local chart repository and the operator simulator.
+
+up() is idempotent (already running parts are reported and left alone); down() stops every process
+it started, by PID, and removes the state directory."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import charts, kwok, pki
+from .config import BUILD_SCRIPT, HACK, LabConfig
+from .errors import LabError
+from .procs import Proc, port_free, wait_until
+
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "chart-repo", "simulator")
+
+
+@dataclass
+class Lab:
+    cfg: LabConfig
+    say: Callable[[str], None] = print
+
+    def proc(self, name: str) -> Proc:
+        return Proc(name, self.cfg.run, self.cfg.logs)
+
+    # ---- build -------------------------------------------------------------------------------------
+    def binaries_ready(self) -> list[str]:
+        missing = []
+        for b in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "helm"):
+            d = self.cfg.binary(b).parent
+            if not (d / "SHA256SUMS").is_file() or not self.cfg.binary(b).is_file():
+                missing.append(b)
+        return missing
+
+    def build(self) -> None:
+        if not self.binaries_ready():
+            return
+        if shutil.which("go") is None:
+            raise LabError(
+                "building the control plane needs Go >= 1.25 on PATH ('go' not found): install Go "
+                "(Debian: apt-get install golang-go, or https://go.dev/dl) or put prebuilt binaries in "
+                f"{self.cfg.cache}/bin"
+            )
+        self.say(f"building control plane binaries into {self.cfg.cache}/bin (first time: 15-40 min)")
+        env = {**os.environ, "GPUOPS_CACHE": str(self.cfg.cache)}
+        rc = subprocess.call(["bash", str(BUILD_SCRIPT), "all"], env=env)  # noqa: S603,S607
+        if rc != 0:
+            raise LabError(f"{BUILD_SCRIPT} failed with code {rc}; see its output above")
+
+    # ---- readiness probes --------------------------------------------------------------------------
+    def _ssl(self, client: bool = True) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.cfg.pki / "ca.crt"))
+        if client:
+            ctx.load_cert_chain(str(self.cfg.pki / "admin.crt"), str(self.cfg.pki / "admin.key"))
+        return ctx
+
+    def _get(self, url: str, ctx: ssl.SSLContext | None = None, timeout: float = 2.0) -> bytes:
+        with urllib.request.urlopen(url, timeout=timeout, context=ctx) as r:  # noqa: S310 - loopback only
+            return r.read()
+
+    def apiserver_ready(self) -> bool:
+        try:
+            return self._get(f"{self.cfg.apiserver_url}/readyz", self._ssl()) == b"ok"
+        except Exception:  # noqa: BLE001
+            return False
+
+    def _insecure(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # self-signed serving certs of KCM/scheduler, loopback only
+        return ctx
+
+    # ---- components --------------------------------------------------------------------------------
+    def _argv(self, name: str) -> list[str]:
+        c, p, d = self.cfg, self.cfg.ports, self.cfg.pki
+        kc = str(c.kubeconfig)
+        if name == "etcd":
+            cu, pu = f"http://127.0.0.1:{p['etcd']}", f"http://127.0.0.1:{p['etcd-peer']}"
+            return [str(c.binary("etcd")), "--name", "gpuops-lab", "--data-dir", str(c.state / "etcd"),
+                    "--listen-client-urls", cu, "--advertise-client-urls", cu,
+                    "--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu,
+                    "--initial-cluster", f"gpuops-lab={pu}", "--unsafe-no-fsync", "--log-level", "warn"]
+        if name == "kube-apiserver":
+            return [str(c.binary(name)), f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                    "--bind-address=127.0.0.1", f"--secure-port={p['kube-apiserver']}",
+                    "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+                    f"--tls-cert-file={d / 'apiserver.crt'}", f"--tls-private-key-file={d / 'apiserver.key'}",
+                    f"--client-ca-file={d / 'ca.crt'}",
+                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                    f"--service-account-key-file={d / 'sa.pub'}",
+                    f"--service-account-signing-key-file={d / 'sa.key'}",
+                    "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=Node,RBAC",
+                    "--allow-privileged=true", "--profiling=false", "--v=0"]
+        if name == "kube-controller-manager":
+            return [str(c.binary(name)), f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
+                    f"--authorization-kubeconfig={kc}", "--bind-address=127.0.0.1",
+                    f"--secure-port={p[name]}", "--leader-elect=false",
+                    f"--service-account-private-key-file={d / 'sa.key'}", f"--root-ca-file={d / 'ca.crt'}",
+                    f"--cluster-signing-cert-file={d / 'ca.crt'}", f"--cluster-signing-key-file={d / 'ca.key'}",
+                    "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
+                    "--use-service-account-credentials=false", "--profiling=false", "--v=0"]
+        if name == "kube-scheduler":
+            return [str(c.binary(name)), f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
+                    f"--authorization-kubeconfig={kc}", "--bind-address=127.0.0.1",
+                    f"--secure-port={p[name]}", "--leader-elect=false", "--profiling=false", "--v=0"]
+        if name == "kwok":
+            return [str(c.binary("kwok")), f"--kubeconfig={kc}", f"--config={c.state / 'kwok.yaml'}",
+                    "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                    "--manage-nodes-with-label-selector=", "--manage-single-node=",
+                    "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1", "--node-lease-duration-seconds=40"]
+        if name == "chart-repo":
+            return [sys.executable, "-m", "http.server", str(p["chart-repo"]), "--bind", "127.0.0.1",
+                    "--directory", str(c.chart_repo_dir)]
+        if name == "simulator":
+            return [sys.executable, "-m", "gpuops_lab.simulator", "--kubeconfig", kc]
+        raise KeyError(name)
+
+    def _ready_probe(self, name: str) -> tuple[Callable[[], bool], str, float]:
+        p = self.cfg.ports
+        if name == "etcd":
+            return (lambda: b"true" in self._get(f"http://127.0.0.1:{p['etcd']}/health")), "/health", 30
+        if name == "kube-apiserver":
+            return self.apiserver_ready, "/readyz", 60
+        if name in ("kube-controller-manager", "kube-scheduler"):
+            url = f"https://127.0.0.1:{p[name]}/healthz"
+            return (lambda: self._get(url, self._insecure()) == b"ok"), "/healthz", 30
+        if name == "chart-repo":
+            return (lambda: bool(self._get(f"{self.cfg.chart_repo_url}/index.yaml"))), "GET /index.yaml", 15
+        if name == "simulator":
+            return (lambda: "simulator ready" in self.proc(name).tail(200)), "'simulator ready' in its log", 30
+        if name == "kwok":
+            return (lambda: "Starting" in self.proc(name).tail(200) or self._kwok_running()), "started", 20
+        raise KeyError(name)
+
+    def _kwok_running(self) -> bool:
+        return self.proc("kwok").alive() and time.time() - self.proc("kwok").pidfile.stat().st_mtime > 2
+
+    def _ports_of(self, name: str) -> list[tuple[str, int]]:
+        p = self.cfg.ports
+        return {"etcd": [("etcd", p["etcd"]), ("etcd peer", p["etcd-peer"])],
+                "kube-apiserver": [("kube-apiserver", p["kube-apiserver"])],
+                "kube-controller-manager": [("kube-controller-manager", p["kube-controller-manager"])],
+                "kube-scheduler": [("kube-scheduler", p["kube-scheduler"])],
+                "chart-repo": [("chart repository", p["chart-repo"])]}.get(name, [])
+
+    def status(self) -> dict[str, int | None]:
+        return {n: self.proc(n).pid() for n in ORDER}
+
+    def up(self) -> bool:
+        """Start what is not running. Returns False when everything was already up (no-op)."""
+        st = self.status()
+        if all(st.values()) and self.apiserver_ready():
+            self.say(f"lab already up (kubeconfig {self.cfg.kubeconfig})")
+            return False
+        self.build()
+        for name in ORDER:
+            if st[name] is None:
+                for what, port in self._ports_of(name):
+                    if not port_free(port):
+                        raise LabError(
+                            f"port {port} ({what}) on 127.0.0.1 is already in use by another program; stop it "
+                            f"(see: ss -ltnp 'sport = :{port}') or choose another port with the "
+                            "GPUOPS_LAB_*_PORT variables (hack/gpuops_lab/config.py)"
+                        )
+        t0 = time.monotonic()
+        self.cfg.state.mkdir(parents=True, exist_ok=True)
+        pki.ensure_pki(self.cfg.pki)
+        pki.write_kubeconfig(self.cfg.kubeconfig, self.cfg.pki, self.cfg.apiserver_url)
+        kwok.write_config(self.cfg)
+        charts.build_repo(self.cfg)
+        env = {**os.environ, "PYTHONPATH": str(HACK)}
+        for name in ORDER:
+            proc = self.proc(name)
+            if proc.alive():
+                self.say(f"  {name}: already running (pid {proc.pid()})")
+                continue
+            proc.start(self._argv(name), env=env)
+            ready, what, timeout = self._ready_probe(name)
+            wait_until(proc, ready, timeout, what)
+            self.say(f"  {name}: ready (pid {proc.pid()}, log {proc.log})")
+        self.wait_namespace_sa("default")
+        self.say(f"lab up in {time.monotonic() - t0:.1f}s; kubeconfig {self.cfg.kubeconfig}")
+        return True
+
+    def wait_namespace_sa(self, ns: str, timeout: float = 30) -> None:
+        """Pods need the namespace's default ServiceAccount (made by KCM); wait for it."""
+        url = f"{self.cfg.apiserver_url}/api/v1/namespaces/{ns}/serviceaccounts/default"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                json.loads(self._get(url, self._ssl()))
+                return
+            except Exception:  # noqa: BLE001
+                if time.monotonic() > deadline:
+                    self.proc("kube-controller-manager").check()
+                    raise LabError(f"ServiceAccount {ns}/default did not appear within {timeout}s; "
+                                   f"see {self.proc('kube-controller-manager').log}") from None
+                time.sleep(0.3)
+
+    def check(self) -> None:
+        """Raise ComponentDied naming the first component that is not running, and its log."""
+        for name in ORDER:
+            self.proc(name).check()
+
+    def down(self) -> list[str]:
+        stopped = []
+        for name in reversed(ORDER):
+            if self.proc(name).stop():
+                stopped.append(name)
+        if self.cfg.state.exists():
+            shutil.rmtree(self.cfg.state)
+        return stopped
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, interval: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+def kubectl(cfg: LabConfig, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    argv = [str(cfg.binary("kubectl")), f"--kubeconfig={cfg.kubeconfig}", *args]
+    return subprocess.run(argv, check=check, capture_output=True, text=True)  # noqa: S603
+
+
+def helm_path(cfg: LabConfig) -> Path:
+    return cfg.binary("helm")

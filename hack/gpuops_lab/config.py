@@ -1,0 +1,102 @@
+"""Paths, versions and ports of the local lab. Everything is computed, nothing happens at import."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HACK = REPO / "hack"
+VERSIONS_FILE = HACK / "cluster" / "versions.env"
+BUILD_SCRIPT = HACK / "cluster" / "build.sh"
+PROFILES_DIR = REPO / "tests" / "fixtures" / "hardware"
+CHARTS_DIR = REPO / "tests" / "fixtures" / "charts"
+LOCAL_INVENTORY = REPO / "inventories" / "local" / "hosts.yml"
+
+# name -> (env var, default)
+PORT_DEFAULTS = {
+    "etcd": ("GPUOPS_LAB_ETCD_PORT", 23790),
+    "etcd-peer": ("GPUOPS_LAB_ETCD_PEER_PORT", 23800),
+    "kube-apiserver": ("GPUOPS_LAB_APISERVER_PORT", 16443),
+    "kube-controller-manager": ("GPUOPS_LAB_KCM_PORT", 20257),
+    "kube-scheduler": ("GPUOPS_LAB_SCHEDULER_PORT", 20259),
+    "chart-repo": ("GPUOPS_LAB_CHART_REPO_PORT", 18879),
+}
+
+
+def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    state: Path
+    cache: Path
+    versions: dict[str, str]
+    ports: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, env: dict[str, str] | None = None) -> LabConfig:
+        env = dict(os.environ if env is None else env)
+        state = Path(env.get("GPUOPS_LAB_STATE", REPO / ".state" / "lab"))
+        cache = Path(env.get("GPUOPS_CACHE", Path.home() / ".cache" / "gpuops"))
+        ports = {}
+        for name, (var, default) in PORT_DEFAULTS.items():
+            raw = env.get(var, str(default))
+            if not raw.isdigit() or not 0 < int(raw) < 65536:
+                from .errors import LabError
+
+                raise LabError(f"{var}={raw!r} is not a TCP port number (1-65535); unset it or fix it")
+            ports[name] = int(raw)
+        return cls(state=state, cache=cache, versions=read_versions(), ports=ports)
+
+    # binaries, built by hack/cluster/build.sh outside the repository
+    def bindir(self, component: str) -> Path:
+        key = {"k8s": "K8S_VERSION", "etcd": "ETCD_VERSION", "kwok": "KWOK_VERSION", "helm": "HELM_VERSION"}[component]
+        return self.cache / "bin" / f"{component}-v{self.versions[key]}"
+
+    def binary(self, name: str) -> Path:
+        component = {
+            "kube-apiserver": "k8s",
+            "kube-controller-manager": "k8s",
+            "kube-scheduler": "k8s",
+            "kubectl": "k8s",
+            "etcd": "etcd",
+            "kwok": "kwok",
+            "helm": "helm",
+        }[name]
+        return self.bindir(component) / name
+
+    @property
+    def pki(self) -> Path:
+        return self.state / "pki"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.state / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.state / "run"
+
+    @property
+    def chart_repo_dir(self) -> Path:
+        return self.state / "chart-repo"
+
+    @property
+    def chart_repo_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['chart-repo']}"
+
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports['kube-apiserver']}"

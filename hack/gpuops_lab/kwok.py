@@ -1,0 +1,44 @@
+"""kwok configuration: the options of the lab and the default Stages shipped in kwok's Go module
+(copied next to the binary by hack/cluster/build.sh), with one change: pods whose status the operator
+simulator manages (annotation sim.gpuops.io/managed-status) are left alone by the pod-ready stage, so a
+simulated failure (CrashLoopBackOff, stuck in Init) is not overwritten with Running/Ready."""
+from __future__ import annotations
+
+import yaml
+
+from .config import LabConfig
+from .errors import LabError
+
+MANAGED_STATUS = "sim.gpuops.io/managed-status"
+STAGES = ("node-initialize.yaml", "node-heartbeat-with-lease.yaml", "pod-ready.yaml", "pod-complete.yaml",
+          "pod-delete.yaml")
+
+
+def render(cfg: LabConfig) -> list[dict]:
+    docs: list[dict] = [{
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {
+            "manageAllNodes": False,
+            "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
+            "cidr": "10.244.0.0/16",
+            "nodeIP": "127.0.0.1",
+            "nodeLeaseDurationSeconds": 40,
+        },
+    }]
+    sdir = cfg.bindir("kwok") / "stages"
+    for name in STAGES:
+        path = sdir / name
+        if not path.is_file():
+            raise LabError(f"kwok stage {path} is missing: rebuild kwok with hack/cluster/build.sh kwok")
+        stage = yaml.safe_load(path.read_text())
+        if stage["metadata"]["name"] in ("pod-ready", "pod-complete"):
+            exprs = stage["spec"]["selector"].setdefault("matchExpressions", [])
+            exprs.append({"key": f'.metadata.annotations["{MANAGED_STATUS}"]', "operator": "DoesNotExist"})
+        docs.append(stage)
+    return docs
+
+
+def write_config(cfg: LabConfig) -> None:
+    cfg.state.mkdir(parents=True, exist_ok=True)
+    (cfg.state / "kwok.yaml").write_text(yaml.safe_dump_all(render(cfg), sort_keys=False))

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The test stages behind `make test` (and `make lint|sanity|unit|integration|molecule`).
+# Prints each stage's wall time and writes them to .state/test-timings.json.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+export PATH="$repo/.venv/bin:$PATH" PYTHONPATH="$repo/hack" ANSIBLE_CONFIG="$repo/ansible.cfg"
+export ANSIBLE_HOME="$repo/.state/ansible-home" PY_COLORS=0 ANSIBLE_FORCE_COLOR=0
+lab() { python -m gpuops_lab "$@"; }
+declare -A took
+order=()
+fail=0
+
+stage() { # stage NAME CMD...
+  local name=$1 t0 rc; shift
+  printf '\n===== %s =====\n' "$name"
+  t0=$(date +%s.%N)
+  "$@"; rc=$?
+  took[$name]=$(python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
+  order+=("$name")
+  if [ $rc -ne 0 ]; then echo "FAILED: stage $name (exit $rc)"; fail=1; fi
+  return $rc
+}
+
+pytest_strict() { # pytest exit 5 (no tests collected) is a failure here, never a pass
+  python -m pytest "$@"; local rc=$?
+  [ $rc -eq 5 ] && echo "pytest collected no tests in $*: that is a failure"
+  return $rc
+}
+
+do_lint() {
+  ruff check plugins hack tests benchmarks && ruff format --check plugins hack tests benchmarks \
+    && yamllint -s . && ansible-lint --profile production --offline
+}
+
+do_sanity() {
+  local dst="$repo/.cache/sanity/ansible_collections/gpuops/platform" cache="$HOME/.ansible/test/cache" pipv
+  rm -rf "$dst"; mkdir -p "$dst"
+  git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$dst" 2>/dev/null \
+    || { echo "copying the collection for ansible-test failed"; return 1; }
+  # ansible-test bootstraps pip by downloading get-pip.py (no network here): seed its cache with the
+  # pip wheel from PyPI and a stand-in script (ansible/ansible#77304).
+  pipv=$(python - <<'PY'
+import inspect, re
+import ansible_test._internal.python_requirements as r
+print(re.search(r"pip='([^']+)'", inspect.getsource(r)).group(1))
+PY
+)
+  mkdir -p "$cache"
+  if ! ls "$cache"/pip-"$pipv"-*.whl >/dev/null 2>&1; then
+    pip download -q --no-deps -d "$cache" "pip==$pipv" || return 1
+  fi
+  cp hack/get_pip_offline.py "$cache/get_pip_${pipv//./_}.py"
+  (cd "$dst" && ansible-test sanity --python 3.12 --color no)
+}
+
+do_unit() { pytest_strict tests/unit -q -p no:cacheprovider; }
+
+was_up=0
+lab_up() { if lab status >/dev/null 2>&1; then was_up=1; fi; lab up; }
+lab_down() { [ $was_up -eq 1 ] || lab down; }
+
+do_integration() { pytest_strict tests/integration -q -p no:cacheprovider; }
+
+do_molecule() {
+  local s rc=0
+  for s in molecule/*/molecule.yml; do
+    s=$(basename "$(dirname "$s")")
+    (cd "$repo" && molecule test -s "$s") || { echo "molecule scenario $s failed"; rc=1; }
+  done
+  return $rc
+}
+
+what=${1:-all}
+case "$what" in
+  lint) stage lint do_lint ;;
+  sanity) stage sanity do_sanity ;;
+  unit) stage unit do_unit ;;
+  integration) stage lab-up lab_up && stage integration do_integration; lab_down ;;
+  molecule) stage lab-up lab_up && stage molecule do_molecule; lab_down ;;
+  all)
+    stage lint do_lint
+    stage sanity do_sanity
+    stage unit do_unit
+    if stage lab-up lab_up; then
+      stage integration do_integration
+      stage molecule do_molecule
+    fi
+    stage lab-down lab_down
+    ;;
+  *) echo "usage: run-tests.sh [all|lint|sanity|unit|integration|molecule]" >&2; exit 2 ;;
+esac
+
+mkdir -p .state
+{
+  printf '{'
+  sep=""
+  for n in "${order[@]}"; do printf '%s"%s": %s' "$sep" "$n" "${took[$n]}"; sep=", "; done
+  printf '}\n'
+} > .state/test-timings.json
+printf '\n===== stage timings (s) =====\n'
+for n in "${order[@]}"; do printf '%-12s %8s\n' "$n" "${took[$n]}"; done
+exit $fail

@@ -1,0 +1,75 @@
+"""hack/cluster/build.sh: reuse a good cache, rebuild a corrupted one, name a missing Go. A fake `go`
+on PATH stands in for the compiler so these cases run in milliseconds."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+from gpuops_lab.config import BUILD_SCRIPT, read_versions
+
+FAKE_GO = """#!/bin/sh
+echo "$@" >> "$FAKE_GO_LOG"
+case "$1" in
+  env) echo /nonexistent ;;
+  install) for a; do :; done; name=$(basename "${a%@*}"); printf 'rebuilt' > "$GOBIN/$name" ;;
+esac
+"""
+
+
+def _run(tmp_path: Path, path_dirs: list[Path], what: str = "helm") -> subprocess.CompletedProcess[str]:
+    env = {"PATH": ":".join(str(p) for p in path_dirs), "HOME": str(tmp_path),
+           "GPUOPS_CACHE": str(tmp_path / "cache"), "FAKE_GO_LOG": str(tmp_path / "go.log")}
+    return subprocess.run(["/bin/bash", str(BUILD_SCRIPT), what], env=env, capture_output=True, text=True)
+
+
+def _fake_go(tmp_path: Path) -> Path:
+    d = tmp_path / "fakebin"
+    d.mkdir()
+    (d / "go").write_text(FAKE_GO)
+    (d / "go").chmod(0o755)
+    return d
+
+
+def _system_dirs() -> list[Path]:
+    return [Path(p) for p in ("/usr/bin", "/bin")]
+
+
+def _helm_dir(tmp_path: Path) -> Path:
+    return tmp_path / "cache" / "bin" / f"helm-v{read_versions()['HELM_VERSION']}"
+
+
+def _seed(tmp_path: Path, content: bytes, stamp_of: bytes) -> Path:
+    d = _helm_dir(tmp_path)
+    d.mkdir(parents=True)
+    (d / "helm").write_bytes(content)
+    (d / "helm").chmod(0o755)
+    (d / "SHA256SUMS").write_text(f"{hashlib.sha256(stamp_of).hexdigest()}  helm\n")
+    return d
+
+
+def test_good_cache_is_reused(tmp_path):
+    _seed(tmp_path, b"good", b"good")
+    r = _run(tmp_path, [_fake_go(tmp_path), *_system_dirs()])
+    assert r.returncode == 0, r.stderr
+    assert "cached" in r.stdout
+    assert not (tmp_path / "go.log").exists()
+
+
+def test_corrupted_cache_is_rebuilt(tmp_path):
+    d = _seed(tmp_path, b"truncated", b"the real binary")
+    r = _run(tmp_path, [_fake_go(tmp_path), *_system_dirs()])
+    assert r.returncode == 0, r.stderr
+    assert "install" in (tmp_path / "go.log").read_text()
+    assert (d / "helm").read_text() == "rebuilt"
+    assert subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=d, capture_output=True).returncode == 0
+
+
+def test_missing_go_says_what_to_install(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    os.symlink("/usr/bin/dirname", empty / "dirname")
+    r = _run(tmp_path, [empty])
+    assert r.returncode == 3
+    assert "'go' not found" in r.stderr and "install Go" in r.stderr
