@@ -72,8 +72,8 @@ molecule: build
 test: build
 	bash hack/run-tests.sh all
 
-bench: up
-	$(PY) benchmarks/run.py
+bench: build
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 clean: down
 	rm -rf $(VENV) .state .cache tests/output

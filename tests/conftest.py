@@ -1,4 +1,5 @@
 """Shared pytest fixtures: the local lab (a real control plane) for integration tests."""
+
 from __future__ import annotations
 
 import sys

@@ -73,14 +73,14 @@ build_kwok() {
   echo "kwok v$KWOK_VERSION: building"
   GOFLAGS= GOBIN="$out.tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
   # kwok's default Stages ship in its module; keep the ones the lab uses next to the binary
-  local stages
+  local stages f names=()
   stages="$(GOFLAGS= go env GOMODCACHE)/sigs.k8s.io/kwok@v$KWOK_VERSION/kustomize/stage"
   mkdir -p "$out.tmp/stages"
   for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
            pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-    cp "$stages/$f" "$out.tmp/stages/"
+    cp "$stages/$f" "$out.tmp/stages/"; names+=("stages/$(basename "$f")")
   done
-  stamp "$out.tmp" kwok stages/*.yaml; mv "$out.tmp" "$out"
+  stamp "$out.tmp" kwok "${names[@]}"; mv "$out.tmp" "$out"
 }
 
 build_helm() {

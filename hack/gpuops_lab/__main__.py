@@ -1,4 +1,5 @@
 """CLI of the local lab: python -m gpuops_lab {build,up,down,status,nodes,table}."""
+
 from __future__ import annotations
 
 import argparse

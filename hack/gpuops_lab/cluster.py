@@ -3,6 +3,7 @@ their Go modules), kwok for simulated nodes, the local chart repository and the 
 
 up() is idempotent (already running parts are reported and left alone); down() stops every process
 it started, by PID, and removes the state directory."""
+
 from __future__ import annotations
 
 import json
@@ -86,41 +87,100 @@ class Lab:
         kc = str(c.kubeconfig)
         if name == "etcd":
             cu, pu = f"http://127.0.0.1:{p['etcd']}", f"http://127.0.0.1:{p['etcd-peer']}"
-            return [str(c.binary("etcd")), "--name", "gpuops-lab", "--data-dir", str(c.state / "etcd"),
-                    "--listen-client-urls", cu, "--advertise-client-urls", cu,
-                    "--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu,
-                    "--initial-cluster", f"gpuops-lab={pu}", "--unsafe-no-fsync", "--log-level", "warn"]
+            return [
+                str(c.binary("etcd")),
+                "--name",
+                "gpuops-lab",
+                "--data-dir",
+                str(c.state / "etcd"),
+                "--listen-client-urls",
+                cu,
+                "--advertise-client-urls",
+                cu,
+                "--listen-peer-urls",
+                pu,
+                "--initial-advertise-peer-urls",
+                pu,
+                "--initial-cluster",
+                f"gpuops-lab={pu}",
+                "--unsafe-no-fsync",
+                "--log-level",
+                "warn",
+            ]
         if name == "kube-apiserver":
-            return [str(c.binary(name)), f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-                    "--bind-address=127.0.0.1", f"--secure-port={p['kube-apiserver']}",
-                    "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
-                    f"--tls-cert-file={d / 'apiserver.crt'}", f"--tls-private-key-file={d / 'apiserver.key'}",
-                    f"--client-ca-file={d / 'ca.crt'}",
-                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                    f"--service-account-key-file={d / 'sa.pub'}",
-                    f"--service-account-signing-key-file={d / 'sa.key'}",
-                    "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=Node,RBAC",
-                    "--allow-privileged=true", "--profiling=false", "--v=0"]
+            return [
+                str(c.binary(name)),
+                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['kube-apiserver']}",
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",
+                f"--tls-cert-file={d / 'apiserver.crt'}",
+                f"--tls-private-key-file={d / 'apiserver.key'}",
+                f"--client-ca-file={d / 'ca.crt'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={d / 'sa.pub'}",
+                f"--service-account-signing-key-file={d / 'sa.key'}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=0",
+            ]
         if name == "kube-controller-manager":
-            return [str(c.binary(name)), f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
-                    f"--authorization-kubeconfig={kc}", "--bind-address=127.0.0.1",
-                    f"--secure-port={p[name]}", "--leader-elect=false",
-                    f"--service-account-private-key-file={d / 'sa.key'}", f"--root-ca-file={d / 'ca.crt'}",
-                    f"--cluster-signing-cert-file={d / 'ca.crt'}", f"--cluster-signing-key-file={d / 'ca.key'}",
-                    "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
-                    "--use-service-account-credentials=false", "--profiling=false", "--v=0"]
+            return [
+                str(c.binary(name)),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p[name]}",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={d / 'sa.key'}",
+                f"--root-ca-file={d / 'ca.crt'}",
+                f"--cluster-signing-cert-file={d / 'ca.crt'}",
+                f"--cluster-signing-key-file={d / 'ca.key'}",
+                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
+                "--use-service-account-credentials=false",
+                "--profiling=false",
+                "--v=0",
+            ]
         if name == "kube-scheduler":
-            return [str(c.binary(name)), f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
-                    f"--authorization-kubeconfig={kc}", "--bind-address=127.0.0.1",
-                    f"--secure-port={p[name]}", "--leader-elect=false", "--profiling=false", "--v=0"]
+            return [
+                str(c.binary(name)),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p[name]}",
+                "--leader-elect=false",
+                "--profiling=false",
+                "--v=0",
+            ]
         if name == "kwok":
-            return [str(c.binary("kwok")), f"--kubeconfig={kc}", f"--config={c.state / 'kwok.yaml'}",
-                    "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                    "--manage-nodes-with-label-selector=", "--manage-single-node=",
-                    "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1", "--node-lease-duration-seconds=40"]
+            return [
+                str(c.binary("kwok")),
+                f"--kubeconfig={kc}",
+                f"--config={c.state / 'kwok.yaml'}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--manage-nodes-with-label-selector=",
+                "--manage-single-node=",
+                "--cidr=10.244.0.0/16",
+                "--node-ip=127.0.0.1",
+                "--node-lease-duration-seconds=40",
+            ]
         if name == "chart-repo":
-            return [sys.executable, "-m", "http.server", str(p["chart-repo"]), "--bind", "127.0.0.1",
-                    "--directory", str(c.chart_repo_dir)]
+            return [
+                sys.executable,
+                "-m",
+                "http.server",
+                str(p["chart-repo"]),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+                str(c.chart_repo_dir),
+            ]
         if name == "simulator":
             return [sys.executable, "-m", "gpuops_lab.simulator", "--kubeconfig", kc]
         raise KeyError(name)
@@ -139,19 +199,23 @@ class Lab:
         if name == "simulator":
             return (lambda: "simulator ready" in self.proc(name).tail(200)), "'simulator ready' in its log", 30
         if name == "kwok":
-            return (lambda: "Starting" in self.proc(name).tail(200) or self._kwok_running()), "started", 20
+            return self._kwok_running, "'Watch nodes' in its log and still running 1 s later", 20
         raise KeyError(name)
 
     def _kwok_running(self) -> bool:
-        return self.proc("kwok").alive() and time.time() - self.proc("kwok").pidfile.stat().st_mtime > 2
+        proc = self.proc("kwok")
+        started = proc.pidfile.stat().st_mtime
+        return "Watch nodes" in proc.tail(50) and time.time() - started > 1.0 and proc.alive()
 
     def _ports_of(self, name: str) -> list[tuple[str, int]]:
         p = self.cfg.ports
-        return {"etcd": [("etcd", p["etcd"]), ("etcd peer", p["etcd-peer"])],
-                "kube-apiserver": [("kube-apiserver", p["kube-apiserver"])],
-                "kube-controller-manager": [("kube-controller-manager", p["kube-controller-manager"])],
-                "kube-scheduler": [("kube-scheduler", p["kube-scheduler"])],
-                "chart-repo": [("chart repository", p["chart-repo"])]}.get(name, [])
+        return {
+            "etcd": [("etcd", p["etcd"]), ("etcd peer", p["etcd-peer"])],
+            "kube-apiserver": [("kube-apiserver", p["kube-apiserver"])],
+            "kube-controller-manager": [("kube-controller-manager", p["kube-controller-manager"])],
+            "kube-scheduler": [("kube-scheduler", p["kube-scheduler"])],
+            "chart-repo": [("chart repository", p["chart-repo"])],
+        }.get(name, [])
 
     def status(self) -> dict[str, int | None]:
         return {n: self.proc(n).pid() for n in ORDER}
@@ -203,8 +267,10 @@ class Lab:
             except Exception:  # noqa: BLE001
                 if time.monotonic() > deadline:
                     self.proc("kube-controller-manager").check()
-                    raise LabError(f"ServiceAccount {ns}/default did not appear within {timeout}s; "
-                                   f"see {self.proc('kube-controller-manager').log}") from None
+                    raise LabError(
+                        f"ServiceAccount {ns}/default did not appear within {timeout}s; "
+                        f"see {self.proc('kube-controller-manager').log}"
+                    ) from None
                 time.sleep(0.3)
 
     def check(self) -> None:

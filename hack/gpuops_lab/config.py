@@ -1,4 +1,5 @@
 """Paths, versions and ports of the local lab. Everything is computed, nothing happens at import."""
+
 from __future__ import annotations
 
 import os

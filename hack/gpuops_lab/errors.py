@@ -1,4 +1,5 @@
 """Errors of the local lab; each names what failed, the evidence and the fix."""
+
 from __future__ import annotations
 
 

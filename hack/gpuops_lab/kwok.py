@@ -2,6 +2,7 @@
 (copied next to the binary by hack/cluster/build.sh), with one change: pods whose status the operator
 simulator manages (annotation sim.gpuops.io/managed-status) are left alone by the pod-ready stage, so a
 simulated failure (CrashLoopBackOff, stuck in Init) is not overwritten with Running/Ready."""
+
 from __future__ import annotations
 
 import yaml
@@ -10,22 +11,39 @@ from .config import LabConfig
 from .errors import LabError
 
 MANAGED_STATUS = "sim.gpuops.io/managed-status"
-STAGES = ("node-initialize.yaml", "node-heartbeat-with-lease.yaml", "pod-ready.yaml", "pod-complete.yaml",
-          "pod-delete.yaml")
+STAGES = (
+    "node-initialize.yaml",
+    "node-heartbeat-with-lease.yaml",
+    "pod-ready.yaml",
+    "pod-complete.yaml",
+    "pod-delete.yaml",
+)
 
 
 def render(cfg: LabConfig) -> list[dict]:
-    docs: list[dict] = [{
-        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-        "kind": "KwokConfiguration",
-        "options": {
-            "manageAllNodes": False,
-            "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
-            "cidr": "10.244.0.0/16",
-            "nodeIP": "127.0.0.1",
-            "nodeLeaseDurationSeconds": 40,
-        },
-    }]
+    docs: list[dict] = [
+        {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            "options": {
+                "manageAllNodes": False,
+                "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
+                "cidr": "10.244.0.0/16",
+                "nodeIP": "127.0.0.1",
+                "nodeLeaseDurationSeconds": 40,
+                # the binary does not apply its defaults to a config file's options: set them here
+                "podPlayStageParallelism": 4,
+                "nodePlayStageParallelism": 4,
+                "nodeLeaseParallelism": 4,
+                "podsOnNodeSyncParallelism": 1,
+                "enablePodsOnNodeSyncListPager": True,
+                "enablePodsOnNodeSyncStreamWatch": False,
+                "enableDebuggingHandlers": False,
+                "enableProfilingHandler": False,
+                "enableContentionProfiling": False,
+            },
+        }
+    ]
     sdir = cfg.bindir("kwok") / "stages"
     for name in STAGES:
         path = sdir / name

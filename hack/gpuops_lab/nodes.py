@@ -1,4 +1,5 @@
 """Add and remove simulated (kwok) nodes of a hardware profile, and show their readiness."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,8 +21,9 @@ def api(cfg: LabConfig) -> client.CoreV1Api:
     return client.CoreV1Api(config.new_client_from_config(str(cfg.kubeconfig)))
 
 
-def add(core: client.CoreV1Api, profile: str, count: int = 1, names: list[str] | None = None,
-        prefix: str | None = None) -> list[str]:
+def add(
+    core: client.CoreV1Api, profile: str, count: int = 1, names: list[str] | None = None, prefix: str | None = None
+) -> list[str]:
     """Create `count` nodes of `profile` (names prefix-0, prefix-1, ... skipping existing ones) or the
     given names. Existing nodes of the same name are left as they are."""
     prof = profiles.load(profile)
@@ -89,10 +91,21 @@ def rows(core: client.CoreV1Api) -> list[dict[str, str]]:
         ready = next((c.status for c in (n.status.conditions or []) if c.type == "Ready"), "Unknown")
         alloc = n.status.allocatable or {}
         gpus = ",".join(f"{k}={v}" for k, v in sorted(alloc.items()) if k.endswith("/gpu") or "/mig-" in k) or "-"
-        nfd = ",".join(sorted(k[len(NFD) + 1:] for k, v in labels.items()
-                              if k.startswith(f"{NFD}/pci-") and v == "true")) or "-"
-        out.append({"NODE": n.metadata.name, "PROFILE": labels.get(profiles.PROFILE_LABEL, "-"),
-                    "READY": ready, "GPU RESOURCES": gpus, "NFD PCI LABELS": nfd})
+        nfd = (
+            ",".join(
+                sorted(k[len(NFD) + 1 :] for k, v in labels.items() if k.startswith(f"{NFD}/pci-") and v == "true")
+            )
+            or "-"
+        )
+        out.append(
+            {
+                "NODE": n.metadata.name,
+                "PROFILE": labels.get(profiles.PROFILE_LABEL, "-"),
+                "READY": ready,
+                "GPU RESOURCES": gpus,
+                "NFD PCI LABELS": nfd,
+            }
+        )
     return out
 
 

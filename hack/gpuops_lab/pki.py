@@ -1,4 +1,5 @@
 """Certificates and the kubeconfig of the local control plane (python cryptography; no openssl calls)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,7 +20,9 @@ def _key() -> rsa.RSAPrivateKey:
 
 
 def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _name(cn: str, org: str | None = None) -> x509.Name:
@@ -42,13 +45,9 @@ def _cert(subject, issuer, pub, signer, *, ca=False, server=False, sans=(), days
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
     )
     if ca:
-        b = b.add_extension(
-            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
-        )
+        b = b.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
     else:
-        b = b.add_extension(
-            x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True
-        )
+        b = b.add_extension(x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True)
         eku = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         b = b.add_extension(x509.ExtendedKeyUsage([eku]), critical=False)
     if sans:
@@ -65,8 +64,16 @@ def ensure_pki(d: Path) -> bool:
     ca_key = _key()
     ca = _cert(_name("gpuops-lab-ca"), _name("gpuops-lab-ca"), ca_key.public_key(), ca_key, ca=True, days=3650)
     srv_key = _key()
-    sans = [x509.DNSName(n) for n in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                                        "kubernetes.default.svc.cluster.local")]
+    sans = [
+        x509.DNSName(n)
+        for n in (
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        )
+    ]
     sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "10.96.0.1")]
     srv = _cert(_name("kube-apiserver"), ca.subject, srv_key.public_key(), ca_key, server=True, sans=sans)
     adm_key = _key()
@@ -95,9 +102,15 @@ def write_kubeconfig(path: Path, pki: Path, server: str) -> None:
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "gpuops-lab", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
-        "users": [{"name": "gpuops-lab-admin", "user": {"client-certificate": str(pki / "admin.crt"),
-                                                         "client-key": str(pki / "admin.key")}}],
+        "clusters": [
+            {"name": "gpuops-lab", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}
+        ],
+        "users": [
+            {
+                "name": "gpuops-lab-admin",
+                "user": {"client-certificate": str(pki / "admin.crt"), "client-key": str(pki / "admin.key")},
+            }
+        ],
         "contexts": [{"name": "gpuops-lab", "context": {"cluster": "gpuops-lab", "user": "gpuops-lab-admin"}}],
         "current-context": "gpuops-lab",
     }

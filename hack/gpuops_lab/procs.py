@@ -1,5 +1,6 @@
 """Start, watch and stop the lab's processes by PID. Each process has a PID file and a log file in the
 state directory; a PID is only trusted when /proc/<pid>/cmdline still shows the program we started."""
+
 from __future__ import annotations
 
 import os
@@ -41,7 +42,13 @@ class Proc:
         except OSError:
             cmdline, stat = "", ""
         zombie = stat.rsplit(")", 1)[-1].split()[:1] == ["Z"] if stat else False
-        if marker.strip() and marker.strip() in cmdline and not zombie:
+        if not stat or zombie:
+            return None
+        # an empty cmdline is a process between fork and exec (or exiting): ours if we hold its handle
+        popen = getattr(self, "_popen", None)
+        if not cmdline.strip() and popen is not None and popen.pid == pid and popen.poll() is None:
+            return pid
+        if marker.strip() and marker.strip() in cmdline:
             return pid
         return None
 
@@ -61,8 +68,14 @@ class Proc:
             log.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%S')} start: {' '.join(argv)}\n".encode())
             log.flush()
             p = subprocess.Popen(  # noqa: S603 - argv list, no shell
-                list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=env, cwd=cwd, close_fds=True,
+                list(argv),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+                cwd=cwd,
+                close_fds=True,
             )
         self.pidfile.write_text(f"{p.pid}\n{argv[0]}\n")
         self._popen = p  # keeps a handle so a fast exit is seen with its code

@@ -1,4 +1,5 @@
 """Hardware profiles (tests/fixtures/hardware/*.yml) and the Kubernetes nodes they describe."""
+
 from __future__ import annotations
 
 import re
@@ -72,8 +73,12 @@ def node_manifest(name: str, profile: dict[str, Any]) -> dict[str, Any]:
     if not _NAME_RE.match(name) or len(name) > 63:
         raise LabError(f"node name {name!r} is not a valid DNS label (lowercase letters, digits and '-')")
     n = profile["node"]
-    res = {"cpu": str(n["cpu"]), "memory": str(n["memory"]), "pods": str(n["pods"]),
-           "ephemeral-storage": str(n.get("ephemeral_storage", "100Gi"))}
+    res = {
+        "cpu": str(n["cpu"]),
+        "memory": str(n["memory"]),
+        "pods": str(n["pods"]),
+        "ephemeral-storage": str(n.get("ephemeral_storage", "100Gi")),
+    }
     labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",

@@ -1,4 +1,5 @@
 """The local control plane is real: versions, health, idempotent start, scheduling with kwok nodes."""
+
 from __future__ import annotations
 
 import time
@@ -45,38 +46,57 @@ def test_daemonset_and_deployment_pods_run_on_matching_simulated_nodes(cluster, 
     apps = client.AppsV1Api(cluster.api_client)
     core = client.CoreV1Api(cluster.api_client)
     sel = {"feature.node.kubernetes.io/pci-10de.present": "true"}
-    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "gpu-agent"},
-          "spec": {"selector": {"matchLabels": {"app": "gpu-agent"}},
-                   "template": _pod_template({"app": "gpu-agent"})}}
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "gpu-agent"},
+        "spec": {"selector": {"matchLabels": {"app": "gpu-agent"}}, "template": _pod_template({"app": "gpu-agent"})},
+    }
     ds["spec"]["template"]["spec"]["nodeSelector"] = sel
     apps.create_namespaced_daemon_set(namespace, ds)
-    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                    "template": _pod_template({"app": "web"})}}
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": _pod_template({"app": "web"})},
+    }
     apps.create_namespaced_deployment(namespace, dep)
 
     def ds_pods_ready():
         pods = core.list_namespaced_pod(namespace, label_selector="app=gpu-agent").items
-        ready = [p for p in pods if p.status.phase == "Running"
-                 and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
+        ready = [
+            p
+            for p in pods
+            if p.status.phase == "Running"
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+        ]
         return ready if {p.spec.node_name for p in ready} >= set(gpu_nodes) else None
 
     ready = _wait(ds_pods_ready)
     assert ready, core.list_namespaced_pod(namespace, label_selector="app=gpu-agent")
     # only nodes carrying the NFD label got a pod (the cluster may hold other GPU nodes too)
-    labelled = {n.metadata.name for n in core.list_node(label_selector="feature.node.kubernetes.io/pci-10de.present=true").items}
+    labelled = {
+        n.metadata.name for n in core.list_node(label_selector="feature.node.kubernetes.io/pci-10de.present=true").items
+    }
     assert {p.spec.node_name for p in ready} <= labelled
-    assert _wait(lambda: (apps.read_namespaced_deployment(name="web", namespace=namespace).status.ready_replicas or 0) == 2)
+    assert _wait(
+        lambda: (apps.read_namespaced_deployment(name="web", namespace=namespace).status.ready_replicas or 0) == 2
+    )
 
 
 def test_scheduler_keeps_a_gpu_pod_pending_until_a_node_advertises_gpus(cluster, namespace, add_nodes):
     core = client.CoreV1Api(cluster.api_client)
     node = add_nodes("pcie-l40s", 1)[0]
     res = f"gpuops.test/gpu-{uuid.uuid4().hex[:6]}"  # a resource no other test or simulator advertises
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "needs-gpu"},
-           "spec": {"tolerations": TOLERATE_KWOK,
-                    "containers": [{"name": "c", "image": "registry.invalid/cuda:1",
-                                    "resources": {"limits": {res: "1"}}}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "needs-gpu"},
+        "spec": {
+            "tolerations": TOLERATE_KWOK,
+            "containers": [{"name": "c", "image": "registry.invalid/cuda:1", "resources": {"limits": {res: "1"}}}],
+        },
+    }
     core.create_namespaced_pod(namespace, pod)
 
     def unschedulable():

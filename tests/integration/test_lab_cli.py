@@ -1,4 +1,5 @@
 """The lab's command line: node add/remove, clear errors for bad input, port conflicts."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,9 @@ def test_nodes_add_and_remove_by_profile(cluster, core):
     assert r.returncode == 0, r.stderr
     names = r.stdout.split(":", 1)[1].split()
     assert len(names) == 3
-    assert {n.metadata.name for n in core.list_node(label_selector="gpuops.io/hardware-profile=amd-mi300x").items} >= set(names)
+    assert {
+        n.metadata.name for n in core.list_node(label_selector="gpuops.io/hardware-profile=amd-mi300x").items
+    } >= set(names)
     r = _cli("nodes", "remove", *names)
     assert r.returncode == 0, r.stderr
     left = {n.metadata.name for n in core.list_node().items}
@@ -51,8 +54,9 @@ def test_port_in_use_is_named_and_nothing_starts(cluster, tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        cfg = LabConfig.load({**os.environ, "GPUOPS_LAB_STATE": str(tmp_path / "lab2"),
-                              "GPUOPS_LAB_ETCD_PORT": str(port)})
+        cfg = LabConfig.load(
+            {**os.environ, "GPUOPS_LAB_STATE": str(tmp_path / "lab2"), "GPUOPS_LAB_ETCD_PORT": str(port)}
+        )
         lab = Lab(cfg, say=lambda m: None)
         try:
             lab.up()

@@ -1,5 +1,6 @@
 """hack/cluster/build.sh: reuse a good cache, rebuild a corrupted one, name a missing Go. A fake `go`
 on PATH stands in for the compiler so these cases run in milliseconds."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,12 @@ esac
 
 
 def _run(tmp_path: Path, path_dirs: list[Path], what: str = "helm") -> subprocess.CompletedProcess[str]:
-    env = {"PATH": ":".join(str(p) for p in path_dirs), "HOME": str(tmp_path),
-           "GPUOPS_CACHE": str(tmp_path / "cache"), "FAKE_GO_LOG": str(tmp_path / "go.log")}
+    env = {
+        "PATH": ":".join(str(p) for p in path_dirs),
+        "HOME": str(tmp_path),
+        "GPUOPS_CACHE": str(tmp_path / "cache"),
+        "FAKE_GO_LOG": str(tmp_path / "go.log"),
+    }
     return subprocess.run(["/bin/bash", str(BUILD_SCRIPT), what], env=env, capture_output=True, text=True)
 
 

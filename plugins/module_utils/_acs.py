@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""pcie_acs: the ACS Control register (ACS extended capability + 6) through sysfs config space, which is
+what ``setpci -s <addr> ECAP_ACS+0x6.w=<value>`` does, and a boot-time unit that re-applies it."""
+
+from __future__ import annotations
+
+import struct
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _hostfacts, _pci
+from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker, file_diff
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import HostStateError, Unsupported
+from ansible_collections.gpuops.platform.plugins.module_utils._service import Systemd
+
+# ACS Control bits (PCIe Base 6.0, 7.7.8.3).
+SV, TB, RR, CR, UF, EC, DT = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40
+# What Linux sets when it enables ACS (drivers/pci/pci.c pci_std_enable_acs): SV, RR, CR, UF where supported.
+KERNEL_ENABLE_MASK = SV | RR | CR | UF
+UNIT_NAME = "gpuops-pcie-acs.service"
+UNIT_PATH = "/etc/systemd/system/" + UNIT_NAME
+
+
+def read_acs(fs, address):
+    """{address, offset, capability, control}; Unsupported without the capability, HostStateError when the
+    extended config space cannot be read."""
+    cfg = _pci.read_config(fs, address)
+    path = _pci.device_path(address) + "/config"
+    if len(cfg) < _pci.CONFIG_EXTENDED_SIZE:
+        raise HostStateError(
+            "cannot read the extended config space of %s: %s gave %d bytes, 4096 needed; run the task as root "
+            "(become: true)" % (address, path, len(cfg))
+        )
+    regs = _pci.acs_registers(cfg)
+    if regs is None:
+        raise Unsupported(
+            "PCI device %s has no ACS extended capability (ID 0x000d not in the extended capability list of %s, "
+            "see lspci -vvv -s %s); ACS is set on the bridges and switch ports above GPUs and NICs, not on "
+            "endpoints: drop it from devices or leave devices unset" % (address, path, address)
+        )
+    return {"address": address, "offset": regs[0], "capability": regs[1], "control": regs[2]}
+
+
+def desired_control(state, capability):
+    return 0 if state == "disabled" else capability & KERNEL_ENABLE_MASK
+
+
+def default_targets(fs):
+    """Bridges/switch ports with ACS on the path of every GPU and RDMA NIC."""
+    inv = _hostfacts.pci_inventory(fs)
+    endpoints = [d["address"] for d in inv["accelerators"]]
+    endpoints += [n["address"] for n in inv["nics"] if _hostfacts.is_rdma_nic(n)]
+    targets = []
+    for bridge in _hostfacts.bridge_paths(fs, endpoints):
+        if not bridge["config_readable"]:
+            read_acs(fs, bridge["address"])  # raises the "run as root" error
+        if bridge["acs"] is not None:
+            targets.append(bridge["address"])
+    return targets
+
+
+def write_control(fs, address, offset, value):
+    fs.pwrite(_pci.device_path(address) + "/config", offset + 6, struct.pack("<H", value))
+
+
+def render_unit(setpci, entries, state):
+    lines = [
+        "# Managed by gpuops.platform.pcie_acs: ACS Control resets at reboot; this re-applies it.",
+        "[Unit]",
+        "Description=gpuops: PCIe ACS %s on GPU/RDMA paths" % state,
+        "After=systemd-modules-load.service",
+        "Before=kubelet.service containerd.service nvidia-fabricmanager.service",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+    ]
+    lines += ["ExecStart=%s -s %s ECAP_ACS+0x6.w=%04x" % (setpci, addr, value) for addr, value in entries]
+    lines += ["", "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines)
+
+
+def run(ctx):
+    fs, runner, state = ctx.fs, ctx.runner, ctx.params["state"]
+    if ctx.params["devices"]:
+        addresses = sorted({_pci.require_device(fs, a) for a in ctx.params["devices"]})
+    else:
+        addresses = default_targets(fs)
+    current = [read_acs(fs, a) for a in addresses]  # read everything (and fail) before any write
+
+    tracker = DifferenceTracker()
+    devices = []
+    for cur in current:
+        want = desired_control(state, cur["capability"])
+        tracker.add(cur["address"], "0x%04x" % cur["control"], "0x%04x" % want)
+        devices.append(
+            {
+                "address": cur["address"],
+                "acs_offset": "0x%03x" % cur["offset"],
+                "capability": "0x%04x" % cur["capability"],
+                "before": "0x%04x" % cur["control"],
+                "after": "0x%04x" % want,
+                "changed": cur["control"] != want,
+            }
+        )
+
+    unit = None
+    if ctx.params["persist"]:
+        unit = _unit_plan(fs, runner, state, [(d["address"], int(d["after"], 16)) for d in devices])
+
+    if not ctx.check_mode:
+        for dev in devices:
+            if dev["changed"]:
+                _write_and_verify(fs, dev)
+    if unit:
+        _unit_apply(ctx, unit)
+
+    result = {
+        "changed": tracker.has_differences or bool(unit and unit["changed"]),
+        "state": state,
+        "devices": devices,
+        "unit": {k: unit[k] for k in ("path", "changed", "enabled")} if unit else None,
+    }
+    if not devices:
+        result["msg"] = "no bridge or switch port with an ACS capability above the GPUs and RDMA NICs"
+    if ctx.diff_mode:
+        result["diff"] = [tracker.diff("PCIe ACS Control")]
+        if unit:
+            result["diff"].append(file_diff(UNIT_PATH, unit["before"], unit["after"]))
+    return result
+
+
+def _write_and_verify(fs, dev):
+    offset, want = int(dev["acs_offset"], 16), int(dev["after"], 16)
+    write_control(fs, dev["address"], offset, want)
+    got = _pci.acs_registers(_pci.read_config(fs, dev["address"]))
+    if got is None or got[2] != want:
+        raise HostStateError(
+            "ACS Control of %s reads 0x%04x after writing 0x%04x at config offset 0x%03x: the device did not "
+            "accept the value (firmware-locked ACS?); check with lspci -vvv -s %s"
+            % (dev["address"], got[2] if got else -1, want, offset + 6, dev["address"]),
+            devices=[dev],
+        )
+
+
+def _unit_plan(fs, runner, state, entries):
+    systemd = Systemd(runner)
+    if not systemd.available():
+        raise Unsupported("persist=true needs systemd: systemctl not found on this host")
+    after = render_unit(runner.require("setpci"), entries, state)
+    before = fs.read_text(UNIT_PATH)
+    enabled = systemd.is_enabled(UNIT_NAME) if before is not None else False
+    return {
+        "path": UNIT_PATH,
+        "before": before,
+        "after": after,
+        "write": before != after,
+        "enable": not enabled,
+        "changed": before != after or not enabled,
+        "enabled": True,
+        "systemd": systemd,
+    }
+
+
+def _unit_apply(ctx, unit):
+    if unit["write"]:
+        if not ctx.check_mode:
+            ctx.fs.write_file(UNIT_PATH, unit["after"])
+        unit["systemd"].daemon_reload()
+    if unit["enable"]:
+        unit["systemd"].enable(UNIT_NAME)

@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""Difference tracking: (item, current, desired) records → changed, diff before/after."""
+
+from __future__ import annotations
+
+
+class DifferenceTracker:
+    def __init__(self):
+        self._items = []
+
+    def add(self, name, current, desired):
+        self._items.append({"item": name, "current": current, "desired": desired, "active": current != desired})
+
+    @property
+    def has_differences(self):
+        return any(i["active"] for i in self._items)
+
+    def differences(self):
+        return [dict(i) for i in self._items if i["active"]]
+
+    def before_after(self):
+        before = {i["item"]: i["current"] for i in self._items}
+        after = {i["item"]: i["desired"] for i in self._items}
+        return before, after
+
+    def diff(self, header=None):
+        """One Ansible diff entry with YAML-ish text of every tracked item (empty dict when nothing tracked)."""
+        if not self._items:
+            return {}
+        before, after = self.before_after()
+        entry = {"before": _render(before), "after": _render(after)}
+        if header:
+            entry["before_header"] = entry["after_header"] = header
+        return entry
+
+
+def _render(values):
+    return "".join("%s: %s\n" % (k, "null" if v is None else v) for k, v in values.items())
+
+
+def file_diff(path, before, after):
+    """Ansible diff entry for a text file; None content means the file is absent."""
+    return {
+        "before_header": path if before is not None else "%s (absent)" % path,
+        "after_header": path if after is not None else "%s (absent)" % path,
+        "before": before or "",
+        "after": after or "",
+    }

@@ -1,0 +1,53 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""Typed errors raised below the modules; main() turns them into fail_json with the details."""
+
+from __future__ import annotations
+
+
+class GpuOpsError(Exception):
+    """Base error: a message that names the object, the evidence and the fix, plus result details."""
+
+    def __init__(self, msg, **details):
+        super().__init__(msg)
+        self.msg = msg
+        self.details = details
+
+    def __str__(self):
+        return self.msg
+
+
+class InvalidInput(GpuOpsError):
+    """An option value that cannot be right (malformed address, unsafe name, negative count)."""
+
+
+class NotFound(GpuOpsError):
+    """The named device, interface or file does not exist on the host."""
+
+
+class Unsupported(GpuOpsError):
+    """The device or host lacks what the request needs (capability, firmware limit, driver)."""
+
+
+class ToolNotFound(GpuOpsError):
+    """A required binary is not installed."""
+
+
+class CommandFailed(GpuOpsError):
+    """A command returned non-zero; carries the exact argv, rc, stdout and stderr."""
+
+    def __init__(self, msg, argv, rc, out, err):
+        super().__init__(msg, cmd=list(argv), rc=rc, stdout=out, stderr=err)
+
+
+class HostStateError(GpuOpsError):
+    """The host is in a state the module cannot act on safely (read-back mismatch, version skew)."""
+
+
+class WaitTimeout(GpuOpsError):
+    """A bounded wait ended before the expected state appeared."""

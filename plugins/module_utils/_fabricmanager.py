@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""fabricmanager: the nvidia-fabricmanager package at exactly the driver's version, service enabled and running.
+
+Package names (NVIDIA CUDA repositories): Debian/Ubuntu ``nvidia-fabricmanager-<branch>`` up to branch 580 and
+``nvidia-fabricmanager`` from branch 590 (NVIDIA dropped the branch from Ubuntu package names with 590), version
+``<driver version>-1``; RHEL ``nvidia-fabric-manager``, version ``<driver version>-1``.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _hostfacts, _kmod, _pkg
+from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import HostStateError, Unsupported
+from ansible_collections.gpuops.platform.plugins.module_utils._service import Systemd
+
+SERVICE = _hostfacts.FM_SERVICE
+
+
+def package_name(mgr, version):
+    branch = int(version.split(".", 1)[0])
+    if mgr == "dnf":
+        return "nvidia-fabric-manager"
+    return "nvidia-fabricmanager" if branch >= 590 else "nvidia-fabricmanager-%d" % branch
+
+
+def driver_version(fs, runner):
+    """The NVIDIA driver version fabricmanager must match: the loaded module's, which must also be the
+    installed one when both are known."""
+    modules = _kmod.loaded_modules(fs)
+    drv = _hostfacts.nvidia_driver_facts(fs, runner, modules)
+    loaded, installed = drv["version"], drv["installed_version"]
+    if loaded and installed and loaded != installed:
+        raise HostStateError(
+            "NVIDIA driver %s is loaded but %s is installed for this kernel (modinfo nvidia): reboot into the "
+            "installed driver first, so that fabricmanager matches the driver that will run" % (loaded, installed)
+        )
+    version = loaded or installed
+    if not version:
+        release = fs.read_attr("/proc/sys/kernel/osrelease")
+        raise Unsupported(
+            "no NVIDIA driver on this host: /proc/driver/nvidia/version is absent and modinfo finds no nvidia "
+            "module for kernel %s; install the NVIDIA driver before nvidia-fabricmanager" % release
+        )
+    return version
+
+
+def run(ctx):
+    fs, runner, params = ctx.fs, ctx.runner, ctx.params
+    nvswitches = [d["address"] for d in _hostfacts.pci_inventory(fs)["nvswitches"]]
+    if not nvswitches:
+        return {
+            "changed": False,
+            "nvswitches": [],
+            "msg": "no NVSwitch on this host (no PCI device with vendor 0x10de, class 0x0680): fabricmanager not needed",
+        }
+    version = driver_version(fs, runner)
+    mgr = _pkg.manager(runner)
+    name = params["package_name"] or package_name(mgr, version)
+    target = "%s-%s" % (version, params["package_revision"])
+    current = _pkg.installed(runner, name).get(name)
+    systemd = Systemd(runner)
+    if not systemd.available():
+        raise Unsupported("nvidia-fabricmanager runs as a systemd service: systemctl not found on this host")
+    svc = {"enabled": systemd.is_enabled(SERVICE), "active": systemd.is_active(SERVICE)}
+
+    install = _pkg.upstream_version(current) != version
+    tracker = DifferenceTracker()
+    tracker.add("package", "%s=%s" % (name, current) if current else None, "%s=%s" % (name, current if not install else target))
+    tracker.add("service_enabled", svc["enabled"], True)
+    tracker.add("service_active", svc["active"], True)
+
+    actions = []
+    if install:
+        _pkg.install(runner, mgr, name, target)
+        actions.append("install %s %s" % (name, target))
+    if not svc["enabled"]:
+        systemd.enable(SERVICE)
+        actions.append("enable %s" % SERVICE)
+    if not svc["active"]:
+        systemd.start(SERVICE)
+        actions.append("start %s" % SERVICE)
+    elif install:
+        systemd.restart(SERVICE)
+        actions.append("restart %s" % SERVICE)
+
+    result = {
+        "changed": bool(actions),
+        "nvswitches": nvswitches,
+        "driver_version": version,
+        "package": name,
+        "version_before": current,
+        "version": current if not install else target,
+        "service": {"name": SERVICE, "enabled": True, "active": True},
+        "actions": actions,
+    }
+    if ctx.diff_mode:
+        result["diff"] = tracker.diff("nvidia-fabricmanager")
+    return result

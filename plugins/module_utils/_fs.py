@@ -1,0 +1,145 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""Host file system access under a root prefix.
+
+Modules always act on the real paths (ROOT is "/"). Unit tests point ROOT, or the ``root`` argument,
+at a temporary tree laid out like the host (``<root>/sys/bus/pci/devices/...``). Every path handed to
+this class is a host path (absolute, as on the host); symlinks are resolved inside the root, so an
+absolute link target such as ``/usr/src/linux-headers-X`` stays in the tree.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+
+ROOT = "/"
+
+
+class HostFS:
+    def __init__(self, root=None, atomic_move=None):
+        self.root = ROOT if root is None else root
+        self._atomic_move = atomic_move
+
+    def path(self, host_path):
+        if self.root in ("/", ""):
+            return host_path
+        return os.path.join(self.root, host_path.lstrip("/"))
+
+    # -- reading --------------------------------------------------------------------------------
+    def exists(self, p):
+        return os.path.exists(self.path(p))
+
+    def lexists(self, p):
+        return os.path.lexists(self.path(p))
+
+    def isdir(self, p):
+        return os.path.isdir(self.path(p))
+
+    def listdir(self, p):
+        try:
+            return sorted(os.listdir(self.path(p)))
+        except OSError:
+            return []
+
+    def read_bytes(self, p):
+        """The file's bytes, or None when it does not exist or cannot be read."""
+        try:
+            with open(self.path(p), "rb") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def read_text(self, p):
+        data = self.read_bytes(p)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def read_attr(self, p):
+        """A sysfs attribute, stripped, or None."""
+        text = self.read_text(p)
+        return None if text is None else text.strip()
+
+    def readlink(self, p):
+        try:
+            return os.readlink(self.path(p))
+        except OSError:
+            return None
+
+    def link_name(self, p):
+        """Base name of a symlink's target (sysfs ``driver``, ``iommu_group``), or None."""
+        target = self.readlink(p)
+        return os.path.basename(target.rstrip("/")) if target else None
+
+    def realpath(self, p):
+        """Resolve symlinks in host path ``p`` inside the root; returns a host path."""
+        if self.root in ("/", ""):
+            return os.path.realpath(p)
+        pending = [c for c in p.split("/") if c]
+        done = []
+        hops = 0
+        while pending:
+            comp = pending.pop(0)
+            if comp == ".":
+                continue
+            if comp == "..":
+                if done:
+                    done.pop()
+                continue
+            full = self.path("/" + "/".join(done + [comp]))
+            if os.path.islink(full):
+                hops += 1
+                if hops > 40:
+                    raise OSError(errno.ELOOP, "too many levels of symbolic links", p)
+                target = os.readlink(full)
+                if target.startswith("/"):
+                    done = []
+                pending = [c for c in target.split("/") if c] + pending
+            else:
+                done.append(comp)
+        return "/" + "/".join(done)
+
+    # -- writing (callers guard these with check mode) -------------------------------------------
+    def write_file(self, p, text, mode=0o644):
+        """Write a whole file atomically (temp file in the same directory, then rename)."""
+        dest = self.path(p)
+        directory = os.path.dirname(dest)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".gpuops-", dir=directory)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.chmod(tmp, mode)
+            if self._atomic_move is not None:
+                self._atomic_move(tmp, dest)
+            else:
+                os.replace(tmp, dest)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def remove(self, p):
+        try:
+            os.unlink(self.path(p))
+        except FileNotFoundError:
+            pass
+
+    def write_attr(self, p, value):
+        """Write a sysfs attribute in one write() call, as the kernel expects."""
+        with open(self.path(p), "w") as f:
+            f.write(value)
+
+    def pwrite(self, p, offset, data):
+        """Write bytes at an offset without truncating (PCI config space)."""
+        fd = os.open(self.path(p), os.O_WRONLY)
+        try:
+            written = os.pwrite(fd, data, offset)
+        finally:
+            os.close(fd)
+        if written != len(data):
+            raise OSError(errno.EIO, "short write (%d of %d bytes) at offset 0x%x" % (written, len(data), offset), p)

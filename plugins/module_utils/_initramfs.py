@@ -1,0 +1,35 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""Initramfs regeneration with the host's own tool, for every installed kernel (a blacklist must hold
+for the kernel that boots next, not only the running one)."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import ToolNotFound
+
+# Debian/Ubuntu initramfs-tools first, then dracut (RHEL, SUSE, Fedora).
+TOOLS = (
+    ("update-initramfs", ["-u", "-k", "all"]),
+    ("dracut", ["--force", "--regenerate-all"]),
+)
+
+
+def command(runner):
+    """(tool, args) for this host; ToolNotFound naming both candidates when neither is installed."""
+    for tool, args in TOOLS:
+        if runner.which(tool):
+            return tool, list(args)
+    raise ToolNotFound(
+        "no initramfs tool found: neither update-initramfs (initramfs-tools) nor dracut is installed; "
+        "install the one your distribution boots with"
+    )
+
+
+def regenerate(runner, tool_and_args):
+    tool, args = tool_and_args
+    return runner.run(tool, args, mutating=True)

@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""Kernel modules: /proc/modules, /sys/module holders, modprobe.d blacklists, modinfo, modprobe -r."""
+
+from __future__ import annotations
+
+import re
+
+PROC_MODULES = "/proc/modules"
+PROC_CMDLINE = "/proc/cmdline"
+# modprobe.d(5) search order: a file name found in an earlier directory hides the same name later.
+MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
+
+
+def _canon(name):
+    return name.replace("-", "_")
+
+
+def parse_proc_modules(text):
+    """``name size refcnt deps state offset`` lines → {name: {size, refcnt, deps, state}}."""
+    mods = {}
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        name, size, refcnt, deps, state = fields[:5]
+        try:
+            size_i, ref_i = int(size), int(refcnt)
+        except ValueError:
+            continue
+        mods[name] = {
+            "size": size_i,
+            "refcnt": ref_i,
+            "deps": [d for d in deps.split(",") if d and d != "-"],
+            "state": state,
+        }
+    return mods
+
+
+def loaded_modules(fs):
+    return parse_proc_modules(fs.read_text(PROC_MODULES))
+
+
+def holders(fs, name):
+    return fs.listdir("/sys/module/%s/holders" % _canon(name))
+
+
+def module_usage(fs, modules, name):
+    """{loaded, refcount, holders, in_use} for one module. In use = a non-zero reference count or holders."""
+    mod = modules.get(_canon(name))
+    if mod is None:
+        return {"loaded": False, "refcount": 0, "holders": [], "in_use": False}
+    hold = holders(fs, name)
+    return {"loaded": True, "refcount": mod["refcnt"], "holders": hold, "in_use": mod["refcnt"] > 0 or bool(hold)}
+
+
+def parse_cmdline(text):
+    """Kernel command line → {key: value} (value None for bare flags; later keys win)."""
+    params = {}
+    for token in (text or "").split():
+        key, sep, value = token.partition("=")
+        params[key] = value if sep else None
+    return params
+
+
+def modprobe_conf_files(fs):
+    """Effective modprobe.d files in the order modprobe reads them: {basename: host path}."""
+    chosen = {}
+    for directory in MODPROBE_DIRS:
+        for name in fs.listdir(directory):
+            if name.endswith(".conf") and name not in chosen:
+                chosen[name] = "%s/%s" % (directory, name)
+    return dict(sorted(chosen.items()))
+
+
+def _conf_lines(text):
+    """modprobe.d lines with comments removed and backslash continuations joined."""
+    joined = re.sub(r"\\\n", " ", text or "")
+    for raw in joined.splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            yield line.split()
+
+
+def blacklist_sources(fs, name, cmdline_params=None):
+    """Where ``name`` is blacklisted: effective modprobe.d files with ``blacklist <name>`` and the kernel
+    command line (``modprobe.blacklist=``)."""
+    target = _canon(name)
+    sources = []
+    for path in modprobe_conf_files(fs).values():
+        for words in _conf_lines(fs.read_text(path)):
+            if len(words) >= 2 and words[0] == "blacklist" and _canon(words[1]) == target:
+                sources.append(path)
+                break
+    listed = (cmdline_params or {}).get("modprobe.blacklist") or ""
+    if target in {_canon(n) for n in listed.split(",")}:
+        sources.append("kernel command line (modprobe.blacklist=%s)" % listed)
+    return sources
+
+
+def installed_version(runner, name):
+    """``modinfo -F version <name>`` for the running kernel; None when not installed or no modinfo."""
+    if not runner.which("modinfo"):
+        return None
+    res = runner.run("modinfo", ["-F", "version", name], check=False)
+    version = res.out.strip().splitlines()[0].strip() if res.ok and res.out.strip() else None
+    return version
+
+
+def unload(runner, name):
+    """``modprobe -r <name>`` (mutating: skipped in check mode)."""
+    return runner.run("modprobe", ["-r", name], mutating=True)
+
+
+def module_file_exists(fs, release, name):
+    """Whether a module for ``release`` named ``name`` is in /lib/modules (any compression)."""
+    base = "/lib/modules/%s" % release
+    text = fs.read_text(base + "/modules.dep")
+    if text:
+        pat = re.compile(r"(^|/)%s\.ko(\.[a-z]+)?:" % re.escape(name).replace("_", "[-_]"), re.M)
+        return bool(pat.search(text))
+    return False

@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""A small facade over AnsibleModule: builds the host file system and runner, runs one action and turns
+typed errors into fail_json at the top."""
+
+from __future__ import annotations
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
+from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils._runner import Runner
+
+
+class Context:
+    """What an action gets: params, check/diff flags, the host file system, the runner, warn()."""
+
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.check_mode = module.check_mode
+        self.diff_mode = module._diff
+        self.fs = HostFS(atomic_move=None)
+        self.runner = Runner(module, check_mode=module.check_mode)
+
+    def warn(self, msg):
+        self.module.warn(msg)
+
+
+def run_module(action, module_class=AnsibleModule, **module_kwargs):
+    """Create the module, run ``action(ctx) -> result dict``, exit (or fail when the result says failed)."""
+    module = module_class(**module_kwargs)
+    ctx = Context(module)
+    try:
+        result = action(ctx)
+    except GpuOpsError as exc:
+        details = {k: v for k, v in exc.details.items() if k not in ("msg", "failed", "exception")}
+        module.fail_json(msg=str(exc), exception=traceback.format_exc(), **details)
+    except OSError as exc:
+        module.fail_json(msg="host I/O error: %s" % exc, exception=traceback.format_exc())
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)

@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""nouveau_blacklist: read the file and module state once, compute the differences, act."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _initramfs, _kmod
+from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker, file_diff
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import CommandFailed
+
+CONF_PATH = "/etc/modprobe.d/blacklist-nouveau.conf"
+CONTENT = (
+    "# Managed by gpuops.platform.nouveau_blacklist: keeps nouveau off NVIDIA GPUs.\n"
+    "blacklist nouveau\n"
+    "options nouveau modeset=0\n"
+)
+
+
+def read_state(fs):
+    modules = _kmod.loaded_modules(fs)
+    return {"file": fs.read_text(CONF_PATH), "module": _kmod.module_usage(fs, modules, "nouveau")}
+
+
+def plan(state_param, current):
+    """Pure: desired file content, whether to unload, whether a reboot is needed."""
+    desired = CONTENT if state_param == "present" else None
+    usage = current["module"]
+    file_changed = current["file"] != desired
+    unload = state_param == "present" and usage["loaded"] and not usage["in_use"]
+    reboot = (state_param == "present" and usage["in_use"]) or (state_param == "absent" and file_changed)
+    return {"desired": desired, "file_changed": file_changed, "unload": unload, "reboot_required": reboot}
+
+
+def run(ctx):
+    fs, runner = ctx.fs, ctx.runner
+    current = read_state(fs)
+    p = plan(ctx.params["state"], current)
+    tool = _initramfs.command(runner) if p["file_changed"] else None  # resolve before any change
+
+    tracker = DifferenceTracker()
+    tracker.add("nouveau_loaded", current["module"]["loaded"], current["module"]["loaded"] and not p["unload"])
+    actions = []
+    reboot = p["reboot_required"]
+    unloaded = False
+    if p["file_changed"]:
+        actions += ["write %s" % CONF_PATH if p["desired"] else "remove %s" % CONF_PATH, " ".join([tool[0]] + tool[1])]
+        if not ctx.check_mode:
+            if p["desired"] is None:
+                fs.remove(CONF_PATH)
+            else:
+                fs.write_file(CONF_PATH, p["desired"])
+        _initramfs.regenerate(runner, tool)
+    if p["unload"]:
+        actions.append("modprobe -r nouveau")
+        try:
+            _kmod.unload(runner, "nouveau")
+            unloaded = True
+        except CommandFailed as exc:
+            ctx.warn("nouveau could not be unloaded (%s); it stays loaded until the next boot" % exc.details["stderr"].strip())
+            reboot = True
+
+    result = {
+        "changed": p["file_changed"] or unloaded,
+        "reboot_required": reboot,
+        "path": CONF_PATH,
+        "actions": actions,
+        "nouveau": current["module"],
+    }
+    if ctx.diff_mode:
+        result["diff"] = [file_diff(CONF_PATH, current["file"], p["desired"]), tracker.diff("nouveau module")]
+    return result

@@ -1,0 +1,96 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""The one command runner: argv lists only, binary resolved with get_bin_path, C locale, exact argv kept
+for errors, mutating calls skipped in check mode."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import CommandFailed, ToolNotFound
+
+C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+SBIN_DIRS = ["/usr/local/sbin", "/usr/sbin", "/sbin"]
+
+# What to install when a tool is missing (Debian/Ubuntu package / RHEL package).
+TOOL_HINTS = {
+    "modprobe": "install kmod",
+    "modinfo": "install kmod",
+    "update-initramfs": "install initramfs-tools",
+    "dracut": "install dracut",
+    "setpci": "install pciutils",
+    "systemctl": "the host must run systemd",
+    "dpkg-query": "a Debian/Ubuntu host has dpkg",
+    "apt-get": "a Debian/Ubuntu host has apt",
+    "rpm": "an RPM host has rpm",
+    "dnf": "install dnf",
+    "ofed_info": "installed with MLNX_OFED or DOCA-OFED",
+}
+
+
+class CmdResult:
+    def __init__(self, argv, rc, out, err, skipped=False):
+        self.argv = list(argv)
+        self.rc = rc
+        self.out = out
+        self.err = err
+        self.skipped = skipped
+
+    @property
+    def ok(self):
+        return self.rc == 0
+
+
+class Runner:
+    """Runs host binaries for one module invocation.
+
+    ``check_mode``: mutating calls are recorded in ``skipped`` and not run. ``history`` keeps every argv
+    run, for results and tests.
+    """
+
+    def __init__(self, module, check_mode=False):
+        self._module = module
+        self.check_mode = check_mode
+        self._paths = {}
+        self.history = []
+        self.skipped = []
+
+    # Seams for tests: resolve a binary, execute an argv.
+    def _resolve(self, tool):
+        return self._module.get_bin_path(tool, required=False, opt_dirs=SBIN_DIRS)
+
+    def _exec(self, argv, env):
+        return self._module.run_command(argv, environ_update=env, check_rc=False)
+
+    def which(self, tool):
+        """Absolute path of ``tool`` or None."""
+        if tool not in self._paths:
+            self._paths[tool] = self._resolve(tool)
+        return self._paths[tool]
+
+    def require(self, tool):
+        path = self.which(tool)
+        if not path:
+            hint = TOOL_HINTS.get(tool, "install it")
+            raise ToolNotFound("required command %r not found in PATH or %s (%s)" % (tool, ":".join(SBIN_DIRS), hint))
+        return path
+
+    def run(self, tool, args, mutating=False, check=True, env=None):
+        """Run ``tool`` with the argv tail ``args``. Raises CommandFailed (exact argv, rc, output) when
+        ``check`` and rc != 0. In check mode a mutating call is not run and reports rc 0, skipped."""
+        argv = [self.require(tool)] + [str(a) for a in args]
+        if mutating and self.check_mode:
+            self.skipped.append(argv)
+            return CmdResult(argv, 0, "", "", skipped=True)
+        environ = dict(C_LOCALE)
+        environ.update(env or {})
+        self.history.append(argv)
+        rc, out, err = self._exec(argv, environ)
+        if check and rc != 0:
+            raise CommandFailed(
+                "command failed (rc=%d): %s: %s" % (rc, " ".join(argv), (err or out).strip()[-2000:]), argv, rc, out, err
+            )
+        return CmdResult(argv, rc, out, err)

@@ -1,0 +1,194 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.platform contributors
+# SPDX-License-Identifier: Apache-2.0
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""sriov_vfs: the PF's sriov_numvfs through sysfs, a bounded wait for the VFs, and a udev rule that
+re-applies the count at boot."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _pci
+from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker, file_diff
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import (
+    HostStateError,
+    InvalidInput,
+    NotFound,
+    Unsupported,
+    WaitTimeout,
+)
+
+# Linux dev_valid_name(): 1-15 bytes, no '/', ':' or whitespace; we also refuse shell metacharacters.
+NETDEV_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}$")
+RULES_PATH = "/etc/udev/rules.d/70-gpuops-sriov.rules"
+RULES_HEADER = "# Managed by gpuops.platform.sriov_vfs: SR-IOV VF counts, applied when the PF's netdev appears.\n"
+RULE = 'ACTION=="add", SUBSYSTEM=="net", KERNELS=="%s", ATTR{device/sriov_numvfs}=="0", ATTR{device/sriov_numvfs}="%d"'
+RULE_KEY_RE = re.compile(r'KERNELS=="([^"]+)"')
+
+
+def resolve_pf(fs, pf):
+    """PCI address of the PF named by netdev or PCI address."""
+    if not isinstance(pf, str) or not pf:
+        raise InvalidInput("pf must be a network interface name or a PCI address, got %r" % (pf,))
+    if ":" in pf or _pci.is_address(pf):
+        return _pci.require_device(fs, pf)
+    if pf in (".", "..") or not NETDEV_RE.match(pf):
+        raise InvalidInput(
+            "pf %r is neither a PCI address nor a valid interface name (1-15 characters of A-Z a-z 0-9 _ . @ -, "
+            "no '/', whitespace or shell metacharacters)" % (pf,)
+        )
+    link = "/sys/class/net/%s" % pf
+    if not fs.lexists(link):
+        raise NotFound("unknown PF %r: no network interface %s (list them with: ip -br link)" % (pf, link))
+    real = fs.realpath(link + "/device") if fs.lexists(link + "/device") else ""
+    address = real.rsplit("/", 1)[-1]
+    if not _pci.is_address(address):
+        raise Unsupported("interface %r is not backed by a PCI device (%s/device missing): it cannot have VFs" % (pf, link))
+    return address
+
+
+def read_state(fs, address):
+    base = _pci.device_path(address)
+    total = fs.read_attr(base + "/sriov_totalvfs")
+    if total is None:
+        raise Unsupported(
+            "PCI device %s is not SR-IOV capable: %s/sriov_totalvfs is absent (SR-IOV disabled in firmware or "
+            "BIOS, or the PF driver is not bound)" % (address, base)
+        )
+    vfs = vf_addresses(fs, address)
+    return {
+        "address": address,
+        "vendor_id": (fs.read_attr(base + "/vendor") or "")[2:],
+        "netdevs": fs.listdir(base + "/net"),
+        "totalvfs": int(total),
+        "numvfs": int(fs.read_attr(base + "/sriov_numvfs") or 0),
+        "vfs": vfs,
+    }
+
+
+def vf_addresses(fs, address):
+    base = _pci.device_path(address)
+    links = [n for n in fs.listdir(base) if n.startswith("virtfn") and n[6:].isdigit()]
+    links.sort(key=lambda n: int(n[6:]))
+    return [fs.link_name("%s/%s" % (base, n)) for n in links]
+
+
+def vf_details(fs, vfs):
+    return [{"address": a, "netdevs": fs.listdir(_pci.device_path(a) + "/net")} for a in vfs]
+
+
+def check_request(state, num_vfs):
+    if num_vfs < 0:
+        raise InvalidInput("num_vfs must be 0 or more, got %d" % num_vfs)
+    if num_vfs > state["totalvfs"]:
+        raise Unsupported(
+            "num_vfs=%d is above the firmware limit of PF %s: sriov_totalvfs is %d. %s"
+            % (num_vfs, state["address"], state["totalvfs"], raise_hint(state))
+        )
+
+
+def raise_hint(state):
+    if state["vendor_id"] == "15b3":
+        return (
+            "Raise it in the NIC firmware: mlxconfig -d %s set SRIOV_EN=1 NUM_OF_VFS=<n>, then reboot (or "
+            "mlxfwreset); also enable SR-IOV in the BIOS" % state["address"]
+        )
+    return "Raise it in the NIC firmware or BIOS SR-IOV settings (vendor tool), then reboot"
+
+
+def plan_writes(current, desired):
+    """Values to write to sriov_numvfs: a non-zero count changes only through 0 (the kernel refuses
+    non-zero → other non-zero with EBUSY)."""
+    if current == desired:
+        return []
+    if current > 0 and desired > 0:
+        return [0, desired]
+    return [desired]
+
+
+def wait_for_vfs(fs, address, count, timeout, clock=time.monotonic, sleep=time.sleep, interval=0.25):
+    deadline = clock() + timeout
+    while True:
+        vfs = vf_addresses(fs, address)
+        if len(vfs) == count and all(vfs):
+            return vfs
+        if clock() >= deadline:
+            raise WaitTimeout(
+                "PF %s: %d VF devices after %ss, %d expected (virtfn* links in %s); check dmesg for the PF driver's "
+                "error" % (address, len(vfs), timeout, count, _pci.device_path(address))
+            )
+        sleep(interval)
+
+
+def write_numvfs(fs, address, value):
+    path = _pci.device_path(address) + "/sriov_numvfs"
+    try:
+        fs.write_attr(path, str(value))
+    except OSError as exc:
+        raise HostStateError(
+            "writing %d to %s failed: %s (EBUSY: VFs still in use, detach them first; ENOMEM/ERANGE: not enough "
+            "bus numbers or MMIO, check BIOS SR-IOV and pci=realloc)" % (value, path, exc)
+        ) from exc
+
+
+# -- persistence: one udev rule line per PF, other lines kept ----------------------------------------
+def render_rules(text, address, num_vfs):
+    """New rules file text (None when no rule is left) with this PF's line set for ``num_vfs`` (0 removes)."""
+    rules = [ln for ln in (text or "").splitlines() if ln.strip() and not ln.startswith("#")]
+    rules = [ln for ln in rules if RULE_KEY_RE.search(ln) is None or RULE_KEY_RE.search(ln).group(1) != address]
+    if num_vfs > 0:
+        rules.append(RULE % (address, num_vfs))
+    if not rules:
+        return None
+    rules.sort(key=lambda ln: RULE_KEY_RE.search(ln).group(1) if RULE_KEY_RE.search(ln) else ln)
+    return RULES_HEADER + "\n".join(rules) + "\n"
+
+
+def run(ctx, clock=time.monotonic, sleep=time.sleep):
+    fs, params = ctx.fs, ctx.params
+    if params["num_vfs"] < 0:
+        raise InvalidInput("num_vfs must be 0 or more, got %d" % params["num_vfs"])
+    address = resolve_pf(fs, params["pf"])
+    state = read_state(fs, address)
+    check_request(state, params["num_vfs"])
+    writes = plan_writes(state["numvfs"], params["num_vfs"])
+
+    tracker = DifferenceTracker()
+    tracker.add("sriov_numvfs", state["numvfs"], params["num_vfs"])
+    rules_before = fs.read_text(RULES_PATH) if params["persist"] else None
+    rules_after = render_rules(rules_before, address, params["num_vfs"]) if params["persist"] else None
+    rules_changed = params["persist"] and rules_before != rules_after
+
+    vfs = state["vfs"]
+    if not ctx.check_mode:
+        for value in writes:
+            write_numvfs(fs, address, value)
+        if writes:
+            vfs = wait_for_vfs(fs, address, params["num_vfs"], params["timeout"], clock=clock, sleep=sleep)
+        if rules_changed:
+            if rules_after is None:
+                fs.remove(RULES_PATH)
+            else:
+                fs.write_file(RULES_PATH, rules_after)
+
+    result = {
+        "changed": bool(writes) or bool(rules_changed),
+        "pf": address,
+        "pf_netdevs": state["netdevs"],
+        "sriov_totalvfs": state["totalvfs"],
+        "num_vfs_before": state["numvfs"],
+        "num_vfs": params["num_vfs"],
+        "writes": writes,
+        "vfs": vf_details(fs, vfs) if not ctx.check_mode or not writes else [],
+        "rules_path": RULES_PATH if params["persist"] else None,
+    }
+    if ctx.diff_mode:
+        result["diff"] = [tracker.diff("%s sriov_numvfs" % address)]
+        if params["persist"]:
+            result["diff"].append(file_diff(RULES_PATH, rules_before, rules_after))
+    return result
