@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-from pathlib import Path
 
 from gpuops_lab import nodes
 from gpuops_lab.cluster import Lab, wait_for
@@ -49,20 +48,26 @@ def main() -> None:
     if args.cold:
         out["cold_build_s"] = round(cold_build(), 1)
     starts = []
-    for _ in range(args.starts):
+    for _run in range(args.starts):
         lab.down()
         t0 = time.monotonic()
         lab.up()
         starts.append(time.monotonic() - t0)
-    out["warm_start_to_ready_s"] = {"runs": [round(s, 2) for s in starts], "median": round(statistics.median(starts), 2)}
+    out["warm_start_to_ready_s"] = {
+        "runs": [round(s, 2) for s in starts],
+        "median": round(statistics.median(starts), 2),
+    }
     core = nodes.api(cfg)
     t0 = time.monotonic()
     made = nodes.add(core, "dgx-h100", args.nodes, prefix="bench")
     created = time.monotonic() - t0
 
     def all_ready() -> bool:
-        got = {n.metadata.name for n in core.list_node(label_selector="gpuops.io/hardware-profile=dgx-h100").items
-               if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])}
+        got = {
+            n.metadata.name
+            for n in core.list_node(label_selector="gpuops.io/hardware-profile=dgx-h100").items
+            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        }
         return set(made) <= got
 
     ok = wait_for(all_ready, 300, 1.0)

@@ -34,7 +34,7 @@ do_lint() {
 }
 
 do_sanity() {
-  local dst="$repo/.cache/sanity/ansible_collections/gpuops/platform" cache="$HOME/.ansible/test/cache" pipv
+  local dst="${GPUOPS_CACHE:-$HOME/.cache/gpuops}/sanity/ansible_collections/gpuops/platform" cache="$HOME/.ansible/test/cache" pipv
   rm -rf "$dst"; mkdir -p "$dst"
   git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$dst" 2>/dev/null \
     || { echo "copying the collection for ansible-test failed"; return 1; }

@@ -23,6 +23,7 @@ def build_repo(cfg: LabConfig) -> list[str]:
             [helm, "package", str(chart.parent), "--destination", str(out)],  # noqa: S603
             capture_output=True,
             text=True,
+            check=False,
         )
         if r.returncode != 0:
             raise LabError(f"helm package {chart.parent} failed: {r.stderr.strip() or r.stdout.strip()}")
@@ -31,6 +32,7 @@ def build_repo(cfg: LabConfig) -> list[str]:
         [helm, "repo", "index", str(out), "--url", cfg.chart_repo_url],  # noqa: S603
         capture_output=True,
         text=True,
+        check=False,
     )
     if r.returncode != 0:
         raise LabError(f"helm repo index {out} failed: {r.stderr.strip()}")

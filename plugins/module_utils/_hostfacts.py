@@ -22,6 +22,7 @@ ACCELERATOR_CLASSES = {
 NVSWITCH = ("10de", "0680")  # NVIDIA, class "bridge: other"
 RDMA_VENDORS = ("15b3",)  # NVIDIA/Mellanox ConnectX, BlueField
 FM_SERVICE = "nvidia-fabricmanager.service"
+FM_PACKAGE_RE = re.compile(r"^nvidia-fabric-?manager(-[0-9]+)?$")
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 NV_VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)")
 IOMMU_KEYS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.strict")
@@ -180,7 +181,7 @@ def fabricmanager_facts(runner):
     elif runner.which("rpm"):
         pkgs = _pkg.installed(runner, "nvidia-fabric-manager")
         pkgs.update(_pkg.installed(runner, "nvidia-fabricmanager"))
-    pkgs = {k: v for k, v in pkgs.items() if not k.endswith("-dev") and "devel" not in k}
+    pkgs = {k: v for k, v in pkgs.items() if FM_PACKAGE_RE.match(k)}  # not -dev/-devel packages
     name = sorted(pkgs)[-1] if pkgs else None
     svc = Systemd(runner).status(FM_SERVICE)
     return {

@@ -17,7 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _cli(*args, env=None):
     e = {**os.environ, "PYTHONPATH": str(REPO / "hack"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "gpuops_lab", *args], capture_output=True, text=True, env=e)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuops_lab", *args], capture_output=True, text=True, env=e, check=False
+    )
 
 
 def test_nodes_add_and_remove_by_profile(cluster, core):

@@ -1,0 +1,56 @@
+"""Unit tests of the collection's plugins: import path, host tree, fake commands, module runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+COLLECTIONS = REPO / ".state" / "collections"
+_link = COLLECTIONS / "ansible_collections" / "gpuops" / "platform"
+if not _link.exists():
+    _link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(REPO, _link)
+if str(COLLECTIONS) not in sys.path:
+    sys.path.insert(0, str(COLLECTIONS))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from ansible.module_utils.testing import patch_module_args  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _fs, _runner  # noqa: E402
+from hostsim import FakeCommands, HostTree  # noqa: E402
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """An empty host tree; module_utils' ROOT points at it for the test."""
+    root = tmp_path / "host"
+    root.mkdir()
+    monkeypatch.setattr(_fs, "ROOT", str(root))
+    return HostTree(root)
+
+
+@pytest.fixture
+def commands(monkeypatch):
+    fake = FakeCommands()
+    monkeypatch.setattr(_runner.Runner, "_resolve", lambda self, tool: fake.resolve(tool))
+    monkeypatch.setattr(_runner.Runner, "_exec", lambda self, argv, env: fake.execute(argv, env))
+    return fake
+
+
+@pytest.fixture
+def run_module(capfd):
+    """run_module(module, args, check_mode=False, diff=True) -> (result dict, failed bool)."""
+
+    def _run(module, args, check_mode=False, diff=True):
+        args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+        with patch_module_args(args), pytest.raises(SystemExit) as exc:
+            module.main()
+        out = capfd.readouterr().out
+        result = json.loads(out)
+        return result, exc.value.code != 0
+
+    return _run
