@@ -54,3 +54,25 @@ def run_module(capfd):
         return result, exc.value.code != 0
 
     return _run
+
+
+@pytest.fixture
+def four_step(host, commands, run_module):
+    """check → real → check → real with diff: check predicts real, nothing written or run in check mode, the
+    second real run is a no-op. Returns the four results."""
+
+    def _run(module, args):
+        results = []
+        for check_mode in (True, False, True, False):
+            snap, calls = host.snapshot(), len(commands.calls)
+            result, failed = run_module(module, args, check_mode=check_mode)
+            assert not failed, result
+            if check_mode:
+                assert host.snapshot() == snap, "check mode wrote to the host"
+                assert not [c for c in commands.calls[calls:] if commands.MUTATING.search(c)], "check mode ran a change"
+            results.append(result)
+        assert results[0]["changed"] == results[1]["changed"]
+        assert results[2]["changed"] is False and results[3]["changed"] is False
+        return results
+
+    return _run

@@ -118,6 +118,7 @@ class HostTree:
     def netdev(self, address, name):
         base = self._real[address]
         self.file(base + "/net/%s/type" % name, "1\n")
+        self.rel_link(base + "/net/%s/device" % name, base)
         self.rel_link("/sys/class/net/" + name, base + "/net/" + name)
 
     def rdma(self, address, name, link_layer):

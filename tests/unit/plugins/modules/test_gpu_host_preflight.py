@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpuops.platform.plugins.modules import gpu_host_preflight
+from hostsim import dgx_like
+
+
+@pytest.fixture
+def dgx(host, commands):
+    dgx_like(host)
+    host.modules("nouveau 2433024 0 drm_ttm_helper,ttm, Live 0x0")
+    return host
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_gathers_and_fails_on_errors(dgx, commands, run_module, check_mode):
+    snap = dgx.snapshot()
+    result, failed = run_module(
+        gpu_host_preflight,
+        {"nvidia_driver": "host", "gpudirect": True, "sriov": [{"pf": "ibp19s0", "num_vfs": 32}]},
+        check_mode=check_mode,
+    )
+    assert failed and result["passed"] is False
+    ids = [f["id"] for f in result["findings"]]
+    assert ids == ["nouveau-loaded", "fabricmanager-needs-driver", "acs-enabled", "sriov-vfs-above-limit"]
+    assert "nouveau-loaded" in result["msg"] and "sriov-vfs-above-limit" in result["msg"]
+    assert result["summary"] == {"error": 3, "warning": 0, "info": 1}
+    assert dgx.snapshot() == snap and commands.mutations() == []
+
+
+@pytest.mark.parametrize("fail_on, failed_expected", [("error", False), ("warning", True), ("never", False)])
+def test_given_facts_and_fail_on(commands, run_module, fail_on, failed_expected):
+    facts = {"nouveau": {"loaded": False, "blacklisted": False}, "kernel": {"headers_installed": True}}
+    result, failed = run_module(gpu_host_preflight, {"facts": facts, "nvidia_driver": "container", "fail_on": fail_on})
+    assert failed is failed_expected
+    assert [f["id"] for f in result["findings"]] == ["nouveau-not-blacklisted"]
+    assert commands.calls == []  # facts given: nothing gathered
+
+
+def test_rejects_unknown_choice(commands, run_module):
+    result, failed = run_module(gpu_host_preflight, {"facts": {}, "nvidia_driver": "both"})
+    assert failed and "nvidia_driver" in result["msg"]

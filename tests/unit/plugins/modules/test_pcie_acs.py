@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpuops.platform.plugins.module_utils import _acs
+from ansible_collections.gpuops.platform.plugins.modules import pcie_acs
+from hostsim import dgx_like
+
+
+@pytest.fixture
+def dgx(host):
+    return dgx_like(host)
+
+
+def test_disables_every_acs_port_above_gpus_and_nics(host, dgx, four_step):
+    results = four_step(pcie_acs, {"state": "disabled"})
+    check, real = results[0], results[1]
+    assert check["devices"] == real["devices"]
+    assert len(real["devices"]) == 12
+    assert all(d["before"] == "0x001d" and d["after"] == "0x0000" and d["changed"] for d in real["devices"])
+    targets = [d["address"] for d in real["devices"]]
+    assert all(host.acs_control(a) == 0 for a in targets)
+    assert host.acs_control("0000:00:10.0") == 0x001D  # NVSwitch root port untouched
+    assert "0000:00:01.0: 0x001d\n" in check["diff"][0]["before"]
+    assert results[3]["devices"][0]["before"] == "0x0000"
+
+
+def test_enabled_restores_the_kernel_default(host, four_step):
+    host.bridge("0000:00:01.0", port_type="root_port", acs=(0x007F, 0x0000))
+    results = four_step(pcie_acs, {"state": "enabled", "devices": ["00:01.0"]})
+    assert results[1]["devices"][0]["after"] == "0x001d" and host.acs_control("0000:00:01.0") == 0x1D
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+@pytest.mark.parametrize(
+    "devices, match",
+    [
+        (["0000:00:01.0", "0000:10:00.0"], "0000:10:00.0 has no ACS extended capability"),  # switch upstream port
+        (["0000:12:00.0"], "0000:12:00.0 has no ACS extended capability"),  # a GPU
+        (["0000:00:01.0", "0000:00:01"], "malformed PCI address '0000:00:01'"),
+        (["0000:ee:00.0"], "PCI device 0000:ee:00.0 not found"),
+    ],
+)
+def test_bad_devices_fail_with_nothing_changed(host, dgx, commands, run_module, check_mode, devices, match):
+    snap = host.snapshot()
+    result, failed = run_module(pcie_acs, {"devices": devices}, check_mode=check_mode)
+    assert failed and match in result["msg"]
+    assert host.snapshot() == snap and commands.mutations() == []
+
+
+def test_unreadable_config_space_names_the_fix(host, run_module):
+    host.bridge("0000:00:01.0", port_type="root_port", config_size=64)
+    host.pci("0000:01:00.0", "10de", "2330", "030200", parent="0000:00:01.0")
+    result, failed = run_module(pcie_acs, {})
+    assert failed and "0000:00:01.0" in result["msg"] and "become" in result["msg"]
+
+
+def test_readback_mismatch_is_an_error(host, run_module, monkeypatch):
+    host.bridge("0000:00:01.0", port_type="root_port")
+    monkeypatch.setattr(_acs, "write_control", lambda fs, address, offset, value: None)
+    result, failed = run_module(pcie_acs, {"devices": ["0000:00:01.0"]})
+    assert failed and "reads 0x001d after writing 0x0000" in result["msg"]
+
+
+def test_persist_installs_and_enables_the_unit(host, dgx, commands, four_step):
+    commands.tools |= {"systemctl", "setpci"}
+    enabled = {"value": False}
+
+    def is_enabled(argv):
+        return (0, "enabled\n", "") if enabled["value"] else (1, "disabled\n", "")
+
+    def enable(argv):
+        enabled["value"] = True
+        return (0, "", "")
+
+    commands.on(r"^systemctl is-enabled gpuops-pcie-acs.service$", is_enabled)
+    commands.on(r"^systemctl enable gpuops-pcie-acs.service$", enable)
+    results = four_step(pcie_acs, {"persist": True})
+    assert results[1]["unit"] == {"path": _acs.UNIT_PATH, "changed": True, "enabled": True}
+    unit = host.read(_acs.UNIT_PATH)
+    assert unit.count("ExecStart=/usr/bin/setpci -s ") == 12 and "ECAP_ACS+0x6.w=0000" in unit
+    assert commands.mutations() == ["systemctl daemon-reload", "systemctl enable gpuops-pcie-acs.service"]
+    assert results[0]["diff"][1]["after"] == unit
+
+
+def test_persist_without_setpci_fails_before_writing(host, dgx, commands, run_module):
+    commands.tools |= {"systemctl"}
+    snap = host.snapshot()
+    result, failed = run_module(pcie_acs, {"persist": True})
+    assert failed and "setpci" in result["msg"] and "pciutils" in result["msg"]
+    assert host.snapshot() == snap
