@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This doc fragment is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -16,7 +16,8 @@ attributes:
   check_mode:
     description: Can run in C(check_mode) and return changed status prediction without modifying target.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
+    description:
+      - Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
   idempotent:
     description:
       - When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.

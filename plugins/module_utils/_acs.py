@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -32,15 +32,15 @@ def read_acs(fs, address):
     path = _pci.device_path(address) + "/config"
     if len(cfg) < _pci.CONFIG_EXTENDED_SIZE:
         raise HostStateError(
-            "cannot read the extended config space of %s: %s gave %d bytes, 4096 needed; run the task as root "
-            "(become: true)" % (address, path, len(cfg))
+            f"cannot read the extended config space of {address}: {path} gave {len(cfg)} bytes, 4096 needed; "
+            "run the task as root (become: true)"
         )
     regs = _pci.acs_registers(cfg)
     if regs is None:
         raise Unsupported(
-            "PCI device %s has no ACS extended capability (ID 0x000d not in the extended capability list of %s, "
-            "see lspci -vvv -s %s); ACS is set on the bridges and switch ports above GPUs and NICs, not on "
-            "endpoints: drop it from devices or leave devices unset" % (address, path, address)
+            f"PCI device {address} has no ACS extended capability (ID 0x000d not in the extended capability list "
+            f"of {path}, see lspci -vvv -s {address}); ACS is set on the bridges and switch ports above GPUs and "
+            "NICs, not on endpoints: drop it from devices or leave devices unset"
         )
     return {"address": address, "offset": regs[0], "capability": regs[1], "control": regs[2]}
 
@@ -71,7 +71,7 @@ def render_unit(setpci, entries, state):
     lines = [
         "# Managed by gpuops.platform.pcie_acs: ACS Control resets at reboot; this re-applies it.",
         "[Unit]",
-        "Description=gpuops: PCIe ACS %s on GPU/RDMA paths" % state,
+        f"Description=gpuops: PCIe ACS {state} on GPU/RDMA paths",
         "After=systemd-modules-load.service",
         "Before=kubelet.service containerd.service nvidia-fabricmanager.service",
         "",
@@ -79,7 +79,7 @@ def render_unit(setpci, entries, state):
         "Type=oneshot",
         "RemainAfterExit=yes",
     ]
-    lines += ["ExecStart=%s -s %s ECAP_ACS+0x6.w=%04x" % (setpci, addr, value) for addr, value in entries]
+    lines += [f"ExecStart={setpci} -s {addr} ECAP_ACS+0x6.w={value:04x}" for addr, value in entries]
     lines += ["", "[Install]", "WantedBy=multi-user.target", ""]
     return "\n".join(lines)
 
@@ -96,14 +96,14 @@ def run(ctx):
     devices = []
     for cur in current:
         want = desired_control(state, cur["capability"])
-        tracker.add(cur["address"], "0x%04x" % cur["control"], "0x%04x" % want)
+        tracker.add(cur["address"], "0x{:04x}".format(cur["control"]), f"0x{want:04x}")
         devices.append(
             {
                 "address": cur["address"],
-                "acs_offset": "0x%03x" % cur["offset"],
-                "capability": "0x%04x" % cur["capability"],
-                "before": "0x%04x" % cur["control"],
-                "after": "0x%04x" % want,
+                "acs_offset": "0x{:03x}".format(cur["offset"]),
+                "capability": "0x{:04x}".format(cur["capability"]),
+                "before": "0x{:04x}".format(cur["control"]),
+                "after": f"0x{want:04x}",
                 "changed": cur["control"] != want,
             }
         )
@@ -140,9 +140,10 @@ def _write_and_verify(fs, dev):
     got = _pci.acs_registers(_pci.read_config(fs, dev["address"]))
     if got is None or got[2] != want:
         raise HostStateError(
-            "ACS Control of %s reads 0x%04x after writing 0x%04x at config offset 0x%03x: the device did not "
-            "accept the value (firmware-locked ACS?); check with lspci -vvv -s %s"
-            % (dev["address"], got[2] if got else -1, want, offset + 6, dev["address"]),
+            "ACS Control of {} reads 0x{:04x} after writing 0x{:04x} at config offset 0x{:03x}: the device did not "
+            "accept the value (firmware-locked ACS?); check with lspci -vvv -s {}".format(
+                dev["address"], got[2] if got else -1, want, offset + 6, dev["address"]
+            ),
             devices=[dev],
         )
 

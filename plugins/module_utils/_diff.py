@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -41,14 +41,14 @@ class DifferenceTracker:
 
 
 def _render(values):
-    return "".join("%s: %s\n" % (k, "null" if v is None else v) for k, v in values.items())
+    return "".join("{}: {}\n".format(k, "null" if v is None else v) for k, v in values.items())
 
 
 def file_diff(path, before, after):
     """Ansible diff entry for a text file; None content means the file is absent."""
     return {
-        "before_header": path if before is not None else "%s (absent)" % path,
-        "after_header": path if after is not None else "%s (absent)" % path,
+        "before_header": path if before is not None else f"{path} (absent)",
+        "after_header": path if after is not None else f"{path} (absent)",
         "before": before or "",
         "after": after or "",
     }

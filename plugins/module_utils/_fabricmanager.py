@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -26,7 +26,7 @@ def package_name(mgr, version):
     branch = int(version.split(".", 1)[0])
     if mgr == "dnf":
         return "nvidia-fabric-manager"
-    return "nvidia-fabricmanager" if branch >= 590 else "nvidia-fabricmanager-%d" % branch
+    return "nvidia-fabricmanager" if branch >= 590 else f"nvidia-fabricmanager-{branch}"
 
 
 def driver_version(fs, runner):
@@ -37,15 +37,15 @@ def driver_version(fs, runner):
     loaded, installed = drv["version"], drv["installed_version"]
     if loaded and installed and loaded != installed:
         raise HostStateError(
-            "NVIDIA driver %s is loaded but %s is installed for this kernel (modinfo nvidia): reboot into the "
-            "installed driver first, so that fabricmanager matches the driver that will run" % (loaded, installed)
+            f"NVIDIA driver {loaded} is loaded but {installed} is installed for this kernel (modinfo nvidia): "
+            "reboot into the installed driver first, so that fabricmanager matches the driver that will run"
         )
     version = loaded or installed
     if not version:
         release = fs.read_attr("/proc/sys/kernel/osrelease")
         raise Unsupported(
             "no NVIDIA driver on this host: /proc/driver/nvidia/version is absent and modinfo finds no nvidia "
-            "module for kernel %s; install the NVIDIA driver before nvidia-fabricmanager" % release
+            f"module for kernel {release}; install the NVIDIA driver before nvidia-fabricmanager"
         )
     return version
 
@@ -57,12 +57,13 @@ def run(ctx):
         return {
             "changed": False,
             "nvswitches": [],
-            "msg": "no NVSwitch on this host (no PCI device with vendor 0x10de, class 0x0680): fabricmanager not needed",
+            "msg": "no NVSwitch on this host (no PCI device with vendor 0x10de, class 0x0680): "
+            "fabricmanager not needed",
         }
     version = driver_version(fs, runner)
     mgr = _pkg.manager(runner)
     name = params["package_name"] or package_name(mgr, version)
-    target = "%s-%s" % (version, params["package_revision"])
+    target = "{}-{}".format(version, params["package_revision"])
     current = _pkg.installed(runner, name).get(name)
     systemd = Systemd(runner)
     if not systemd.available():
@@ -71,23 +72,23 @@ def run(ctx):
 
     install = _pkg.upstream_version(current) != version
     tracker = DifferenceTracker()
-    tracker.add("package", "%s=%s" % (name, current) if current else None, "%s=%s" % (name, current if not install else target))
+    tracker.add("package", f"{name}={current}" if current else None, f"{name}={current if not install else target}")
     tracker.add("service_enabled", svc["enabled"], True)
     tracker.add("service_active", svc["active"], True)
 
     actions = []
     if install:
         _pkg.install(runner, mgr, name, target)
-        actions.append("install %s %s" % (name, target))
+        actions.append(f"install {name} {target}")
     if not svc["enabled"]:
         systemd.enable(SERVICE)
-        actions.append("enable %s" % SERVICE)
+        actions.append(f"enable {SERVICE}")
     if not svc["active"]:
         systemd.start(SERVICE)
-        actions.append("start %s" % SERVICE)
+        actions.append(f"start {SERVICE}")
     elif install:
         systemd.restart(SERVICE)
-        actions.append("restart %s" % SERVICE)
+        actions.append(f"restart {SERVICE}")
 
     result = {
         "changed": bool(actions),

@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -45,10 +45,13 @@ def role_of(dev):
 def _nic_details(fs, dev):
     base = _pci.device_path(dev["address"])
     netdevs = fs.listdir(base + "/net")
+    for child in fs.listdir(base):  # virtio-net puts the netdev under the virtio device: <pci>/virtio0/net/eth0
+        if child.startswith("virtio") and child[6:].isdigit():
+            netdevs += fs.listdir(f"{base}/{child}/net")
     rdma = fs.listdir(base + "/infiniband")
     link_layer = None
     if rdma:
-        link_layer = fs.read_attr("%s/infiniband/%s/ports/1/link_layer" % (base, rdma[0]))
+        link_layer = fs.read_attr(f"{base}/infiniband/{rdma[0]}/ports/1/link_layer")
     if not link_layer:
         link_layer = {"0207": "InfiniBand", "0200": "Ethernet"}.get((dev["class"] or "")[:4])
     total = fs.read_attr(base + "/sriov_totalvfs")
@@ -64,7 +67,9 @@ def _nic_details(fs, dev):
 
 
 def is_rdma_nic(nic):
-    return bool(nic.get("rdma_device")) or nic.get("vendor_id") in RDMA_VENDORS or (nic.get("class") or "")[:4] == "0207"
+    return (
+        bool(nic.get("rdma_device")) or nic.get("vendor_id") in RDMA_VENDORS or (nic.get("class") or "")[:4] == "0207"
+    )
 
 
 def pci_inventory(fs, ids=None):
@@ -84,7 +89,7 @@ def pci_inventory(fs, ids=None):
 
 
 def _model_name(fs, dev, ids):
-    info = fs.read_text("/proc/driver/nvidia/gpus/%s/information" % dev["address"])
+    info = fs.read_text("/proc/driver/nvidia/gpus/{}/information".format(dev["address"]))
     for line in (info or "").splitlines():
         if line.startswith("Model:"):
             return line.split(":", 1)[1].strip()
@@ -118,9 +123,9 @@ def _bridge(fs, address):
         "acs": None
         if acs is None
         else {
-            "offset": "0x%03x" % acs[0],
-            "capability": "0x%04x" % acs[1],
-            "control": "0x%04x" % acs[2],
+            "offset": f"0x{acs[0]:03x}",
+            "capability": f"0x{acs[1]:04x}",
+            "control": f"0x{acs[2]:04x}",
             "enabled": acs[2] != 0,
         },
         "downstream": [],
@@ -130,7 +135,7 @@ def _bridge(fs, address):
 # -- kernel, modules, software --------------------------------------------------------------------
 def kernel_facts(fs):
     release = fs.read_attr("/proc/sys/kernel/osrelease")
-    build = "/lib/modules/%s/build" % release
+    build = f"/lib/modules/{release}/build"
     real = fs.realpath(build) if release else None
     return {
         "release": release,
@@ -196,7 +201,7 @@ def fabricmanager_facts(runner):
 
 def iommu_facts(fs, params):
     groups = [g for g in fs.listdir("/sys/kernel/iommu_groups") if g.isdigit()]
-    domain = fs.read_attr("/sys/kernel/iommu_groups/%s/type" % sorted(groups, key=int)[0]) if groups else None
+    domain = fs.read_attr(f"/sys/kernel/iommu_groups/{sorted(groups, key=int)[0]}/type") if groups else None
     cmd = {k: params[k] for k in IOMMU_KEYS if k in params}
     passthrough = None
     if groups:
@@ -204,7 +209,13 @@ def iommu_facts(fs, params):
             passthrough = domain == "identity"
         else:
             passthrough = cmd.get("iommu") == "pt" or cmd.get("iommu.passthrough") == "1"
-    return {"cmdline": cmd, "enabled": bool(groups), "groups": len(groups), "default_domain": domain, "passthrough": passthrough}
+    return {
+        "cmdline": cmd,
+        "enabled": bool(groups),
+        "groups": len(groups),
+        "default_domain": domain,
+        "passthrough": passthrough,
+    }
 
 
 def secure_boot_facts(fs):

@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -14,7 +14,13 @@ import re
 PROC_MODULES = "/proc/modules"
 PROC_CMDLINE = "/proc/cmdline"
 # modprobe.d(5) search order: a file name found in an earlier directory hides the same name later.
-MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
+MODPROBE_DIRS = (
+    "/etc/modprobe.d",
+    "/run/modprobe.d",
+    "/usr/local/lib/modprobe.d",
+    "/usr/lib/modprobe.d",
+    "/lib/modprobe.d",
+)
 
 
 def _canon(name):
@@ -47,7 +53,7 @@ def loaded_modules(fs):
 
 
 def holders(fs, name):
-    return fs.listdir("/sys/module/%s/holders" % _canon(name))
+    return fs.listdir(f"/sys/module/{_canon(name)}/holders")
 
 
 def module_usage(fs, modules, name):
@@ -74,7 +80,7 @@ def modprobe_conf_files(fs):
     for directory in MODPROBE_DIRS:
         for name in fs.listdir(directory):
             if name.endswith(".conf") and name not in chosen:
-                chosen[name] = "%s/%s" % (directory, name)
+                chosen[name] = f"{directory}/{name}"
     return dict(sorted(chosen.items()))
 
 
@@ -99,7 +105,7 @@ def blacklist_sources(fs, name, cmdline_params=None):
                 break
     listed = (cmdline_params or {}).get("modprobe.blacklist") or ""
     if target in {_canon(n) for n in listed.split(",")}:
-        sources.append("kernel command line (modprobe.blacklist=%s)" % listed)
+        sources.append(f"kernel command line (modprobe.blacklist={listed})")
     return sources
 
 
@@ -119,9 +125,9 @@ def unload(runner, name):
 
 def module_file_exists(fs, release, name):
     """Whether a module for ``release`` named ``name`` is in /lib/modules (any compression)."""
-    base = "/lib/modules/%s" % release
+    base = f"/lib/modules/{release}"
     text = fs.read_text(base + "/modules.dep")
     if text:
-        pat = re.compile(r"(^|/)%s\.ko(\.[a-z]+)?:" % re.escape(name).replace("_", "[-_]"), re.M)
+        pat = re.compile(r"(^|/){}\.ko(\.[a-z]+)?:".format(re.escape(name).replace("_", "[-_]")), re.M)
         return bool(pat.search(text))
     return False

@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -26,7 +26,7 @@ class Context:
         self.params = module.params
         self.check_mode = module.check_mode
         self.diff_mode = module._diff
-        self.fs = HostFS(atomic_move=None)
+        self.fs = HostFS(atomic_move=module.atomic_move)
         self.runner = Runner(module, check_mode=module.check_mode)
 
     def warn(self, msg):
@@ -43,7 +43,7 @@ def run_module(action, module_class=AnsibleModule, **module_kwargs):
         details = {k: v for k, v in exc.details.items() if k not in ("msg", "failed", "exception")}
         module.fail_json(msg=str(exc), exception=traceback.format_exc(), **details)
     except OSError as exc:
-        module.fail_json(msg="host I/O error: %s" % exc, exception=traceback.format_exc())
+        module.fail_json(msg=f"host I/O error: {exc}", exception=traceback.format_exc())
     if result.pop("failed", False):
         module.fail_json(**result)
     module.exit_json(**result)

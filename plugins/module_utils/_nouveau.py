@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -48,7 +48,7 @@ def run(ctx):
     reboot = p["reboot_required"]
     unloaded = False
     if p["file_changed"]:
-        actions += ["write %s" % CONF_PATH if p["desired"] else "remove %s" % CONF_PATH, " ".join([tool[0]] + tool[1])]
+        actions += [f"write {CONF_PATH}" if p["desired"] else f"remove {CONF_PATH}", " ".join([tool[0]] + tool[1])]
         if not ctx.check_mode:
             if p["desired"] is None:
                 fs.remove(CONF_PATH)
@@ -61,7 +61,11 @@ def run(ctx):
             _kmod.unload(runner, "nouveau")
             unloaded = True
         except CommandFailed as exc:
-            ctx.warn("nouveau could not be unloaded (%s); it stays loaded until the next boot" % exc.details["stderr"].strip())
+            ctx.warn(
+                "nouveau could not be unloaded ({}); it stays loaded until the next boot".format(
+                    exc.details["stderr"].strip()
+                )
+            )
             reboot = True
 
     result = {

@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -27,7 +27,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils._errors import Inv
 SYS_PCI_DEVICES = "/sys/bus/pci/devices"
 PCI_IDS_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids")
 
-ADDRESS_RE = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-1][0-9a-fA-F])\.(?P<fn>[0-7])$")
+ADDRESS_RE = re.compile(
+    r"^(?:(?P<domain>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-1][0-9a-fA-F])\.(?P<fn>[0-7])$"
+)
 
 CAP_ID_EXP = 0x10
 ECAP_ID_ACS = 0x000D
@@ -56,14 +58,14 @@ def normalize_address(text):
     m = ADDRESS_RE.match(text or "") if isinstance(text, str) else None
     if not m:
         raise InvalidInput(
-            "malformed PCI address %r: expected DDDD:BB:DD.F, for example 0000:17:00.0 (see lspci -D)" % (text,)
+            f"malformed PCI address {text!r}: expected DDDD:BB:DD.F, for example 0000:17:00.0 (see lspci -D)"
         )
     domain = (m.group("domain") or "0000").lower()
-    return "%s:%s:%s.%s" % (domain, m.group("bus").lower(), m.group("dev").lower(), m.group("fn"))
+    return "{}:{}:{}.{}".format(domain, m.group("bus").lower(), m.group("dev").lower(), m.group("fn"))
 
 
 def device_path(address):
-    return "%s/%s" % (SYS_PCI_DEVICES, address)
+    return f"{SYS_PCI_DEVICES}/{address}"
 
 
 def list_addresses(fs):
@@ -73,7 +75,7 @@ def list_addresses(fs):
 def require_device(fs, address):
     address = normalize_address(address)
     if not fs.exists(device_path(address)):
-        raise NotFound("PCI device %s not found: %s does not exist (see lspci -D)" % (address, device_path(address)))
+        raise NotFound(f"PCI device {address} not found: {device_path(address)} does not exist (see lspci -D)")
     return address
 
 
@@ -181,7 +183,7 @@ def port_type(cfg):
     if reg is None:
         return None
     kind = (reg >> 4) & 0xF
-    return PORT_TYPES.get(kind, "type_0x%x" % kind)
+    return PORT_TYPES.get(kind, f"type_0x{kind:x}")
 
 
 def acs_registers(cfg):
@@ -227,7 +229,7 @@ class PciIds:
             return self._vendors[vendor]
         table = {}
         text = self._load()
-        start = text.find("\n%s  " % vendor)
+        start = text.find(f"\n{vendor}  ")
         if start >= 0:
             for line in text[start + 1 :].splitlines()[1:]:
                 if not line.startswith("\t"):

@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -27,7 +27,9 @@ def installed(runner, pattern):
     """Installed packages matching ``pattern`` (dpkg-query glob or exact RPM name): {name: version}."""
     found = {}
     if runner.which("dpkg-query"):
-        res = runner.run("dpkg-query", ["-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n", pattern], check=False)
+        res = runner.run(
+            "dpkg-query", ["-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n", pattern], check=False
+        )
         for line in res.out.splitlines():
             fields = line.split("\t")
             if len(fields) == 3 and fields[2] == "installed" and fields[1]:
@@ -52,6 +54,6 @@ def upstream_version(version):
 def install(runner, mgr, name, version):
     """Install exactly ``name`` at ``version`` (mutating: skipped in check mode)."""
     if mgr == "apt":
-        args = ["install", "-y", "-q", "--no-install-recommends", "--allow-downgrades", "%s=%s" % (name, version)]
+        args = ["install", "-y", "-q", "--no-install-recommends", "--allow-downgrades", f"{name}={version}"]
         return runner.run("apt-get", args, mutating=True, env=APT_ENV)
-    return runner.run("dnf", ["install", "-y", "--allowerasing", "%s-%s" % (name, version)], mutating=True)
+    return runner.run("dnf", ["install", "-y", "--allowerasing", f"{name}-{version}"], mutating=True)

@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -25,10 +25,9 @@ def _headers(facts, plan):
         yield _finding(
             "kernel-headers-missing",
             "error",
-            "a driver build is planned but headers for the running kernel %s are not installed "
-            "(/lib/modules/%s/build has no Makefile)" % (rel, rel),
-            "install linux-headers-%s (Debian/Ubuntu) or kernel-devel-%s (RHEL), or boot a kernel that has them"
-            % (rel, rel),
+            f"a driver build is planned but headers for the running kernel {rel} are not installed "
+            f"(/lib/modules/{rel}/build has no Makefile)",
+            f"install linux-headers-{rel} (Debian/Ubuntu) or kernel-devel-{rel} (RHEL), or boot a kernel that has them",
         )
 
 
@@ -37,11 +36,13 @@ def _nouveau(facts, plan):
     if plan["nvidia_driver"] == "none":
         return
     if nv.get("loaded"):
-        how = "in use (refcount %s), a reboot is needed" % nv.get("refcount") if nv.get("in_use") else "not in use"
+        how = (
+            "in use (refcount {}), a reboot is needed".format(nv.get("refcount")) if nv.get("in_use") else "not in use"
+        )
         yield _finding(
             "nouveau-loaded",
             "error",
-            "nouveau is loaded (%s) while the NVIDIA driver (%s) is planned" % (how, plan["nvidia_driver"]),
+            "nouveau is loaded ({}) while the NVIDIA driver ({}) is planned".format(how, plan["nvidia_driver"]),
             "run gpuops.platform.nouveau_blacklist (state=present), then reboot if reboot_required",
         )
     elif not nv.get("blacklisted"):
@@ -59,8 +60,8 @@ def _driver_conflict(facts, plan):
         yield _finding(
             "host-driver-with-driver-container",
             "error",
-            "a host NVIDIA driver %s is installed (modinfo nvidia) while the GPU Operator driver container is "
-            "planned: never both" % drv["installed_version"],
+            "a host NVIDIA driver {} is installed (modinfo nvidia) while the GPU Operator driver container is "
+            "planned: never both".format(drv["installed_version"]),
             "remove the host driver packages (and reboot), or plan the host driver and set the GPU Operator's "
             "driver.enabled=false",
         )
@@ -72,8 +73,8 @@ def _ofed_conflict(facts, plan):
         yield _finding(
             "host-ofed-with-doca-driver",
             "error",
-            "host %s %s is installed (ofed_info -s: %s) while the Network Operator's DOCA driver container is "
-            "planned: never both" % (ofed["flavor"], ofed.get("version"), ofed.get("raw")),
+            "host {} {} is installed (ofed_info -s: {}) while the Network Operator's DOCA driver container is "
+            "planned: never both".format(ofed["flavor"], ofed.get("version"), ofed.get("raw")),
             "uninstall the host stack (ofed_uninstall.sh, or remove the doca-ofed/mlnx-ofed packages) and reboot, "
             "or plan host OFED and disable ofedDriver in the Network Operator",
         )
@@ -90,7 +91,7 @@ def _fabricmanager(facts, plan):
             yield _finding(
                 "fabricmanager-host-and-container",
                 "warning",
-                "%d NVSwitch(es): the driver container runs its own fabricmanager, but the host's is active" % n,
+                f"{n} NVSwitch(es): the driver container runs its own fabricmanager, but the host's is active",
                 "systemctl disable --now nvidia-fabricmanager on the host",
             )
         return
@@ -99,22 +100,28 @@ def _fabricmanager(facts, plan):
         yield _finding(
             "fabricmanager-needs-driver",
             "info",
-            "%d NVSwitch(es) and no NVIDIA driver yet: fabricmanager is installed after the driver" % n,
+            f"{n} NVSwitch(es) and no NVIDIA driver yet: fabricmanager is installed after the driver",
             "run gpuops.platform.fabricmanager after the driver is installed",
         )
         return
-    fix = "run gpuops.platform.fabricmanager (installs nvidia-fabricmanager %s, enables and starts it)" % version
+    fix = f"run gpuops.platform.fabricmanager (installs nvidia-fabricmanager {version}, enables and starts it)"
     if not fm.get("installed"):
-        yield _finding("fabricmanager-missing", "error", "%d NVSwitch(es) but nvidia-fabricmanager is not installed" % n, fix)
+        yield _finding(
+            "fabricmanager-missing", "error", f"{n} NVSwitch(es) but nvidia-fabricmanager is not installed", fix
+        )
     elif fm.get("version") != version:
         yield _finding(
             "fabricmanager-version-mismatch",
             "error",
-            "nvidia-fabricmanager %s (%s) does not match NVIDIA driver %s" % (fm.get("version"), fm.get("package"), version),
+            "nvidia-fabricmanager {} ({}) does not match NVIDIA driver {}".format(
+                fm.get("version"), fm.get("package"), version
+            ),
             fix,
         )
     elif not fm.get("active"):
-        yield _finding("fabricmanager-inactive", "error", "nvidia-fabricmanager %s is installed but not running" % version, fix)
+        yield _finding(
+            "fabricmanager-inactive", "error", f"nvidia-fabricmanager {version} is installed but not running", fix
+        )
 
 
 def _gpudirect(facts, plan):
@@ -127,15 +134,15 @@ def _gpudirect(facts, plan):
         yield _finding(
             "acs-enabled",
             "error",
-            "GPUDirect is requested but ACS is enabled on %d bridge(s)/switch port(s) above GPUs/NICs: %s (P2P "
-            "traffic is redirected through the root complex)" % (len(acs_on), ", ".join(acs_on)),
+            f"GPUDirect is requested but ACS is enabled on {len(acs_on)} bridge(s)/switch port(s) above GPUs/NICs: "
+            f"{', '.join(acs_on)} (P2P traffic is redirected through the root complex)",
             "run gpuops.platform.pcie_acs with state=disabled and persist=true",
         )
     if unreadable:
         yield _finding(
             "acs-unknown",
             "warning",
-            "ACS state unknown on %s: extended config space not readable" % ", ".join(unreadable),
+            "ACS state unknown on {}: extended config space not readable".format(", ".join(unreadable)),
             "gather facts as root (become: true)",
         )
     iommu = facts.get("iommu") or {}
@@ -143,9 +150,11 @@ def _gpudirect(facts, plan):
         yield _finding(
             "iommu-not-passthrough",
             "error",
-            "GPUDirect is requested but the IOMMU translates DMA (default domain %s, cmdline %s)"
-            % (iommu.get("default_domain"), iommu.get("cmdline")),
-            "add iommu=pt to the kernel command line (with intel_iommu=on or amd_iommu=on) and reboot, or disable the IOMMU",
+            "GPUDirect is requested but the IOMMU translates DMA (default domain {}, cmdline {})".format(
+                iommu.get("default_domain"), iommu.get("cmdline")
+            ),
+            "add iommu=pt to the kernel command line (with intel_iommu=on or amd_iommu=on) and reboot, "
+            "or disable the IOMMU",
         )
     drv = facts.get("nvidia_driver") or {}
     if drv.get("loaded") and not (facts.get("nvidia_peermem") or {}).get("loaded"):
@@ -161,23 +170,31 @@ def _sriov(facts, plan):
     nics = facts.get("nics") or []
     for req in plan["sriov"]:
         pf, want = req.get("pf"), int(req.get("num_vfs", 0))
-        nic = next((n for n in nics if pf in (n.get("address"), n.get("netdev")) or pf in (n.get("netdevs") or [])), None)
+        nic = next(
+            (n for n in nics if pf in (n.get("address"), n.get("netdev")) or pf in (n.get("netdevs") or [])), None
+        )
         if nic is None:
-            yield _finding("sriov-pf-unknown", "error", "SR-IOV requested on unknown PF %r" % pf, "check the PF name with ip -br link")
+            yield _finding(
+                "sriov-pf-unknown",
+                "error",
+                f"SR-IOV requested on unknown PF {pf!r}",
+                "check the PF name with ip -br link",
+            )
         elif nic.get("sriov_totalvfs") is None:
             yield _finding(
                 "sriov-not-capable",
                 "error",
-                "PF %s (%s) has no sriov_totalvfs: SR-IOV is off in firmware/BIOS" % (pf, nic["address"]),
-                "enable SR-IOV in the BIOS and NIC firmware (mlxconfig -d %s set SRIOV_EN=1 NUM_OF_VFS=%d)" % (nic["address"], want),
+                "PF {} ({}) has no sriov_totalvfs: SR-IOV is off in firmware/BIOS".format(pf, nic["address"]),
+                f"enable SR-IOV in the BIOS and NIC firmware (mlxconfig -d {nic['address']} set SRIOV_EN=1 "
+                f"NUM_OF_VFS={want})",
             )
         elif want > nic["sriov_totalvfs"]:
             yield _finding(
                 "sriov-vfs-above-limit",
                 "error",
-                "%d VFs requested on PF %s (%s) but the firmware limit sriov_totalvfs is %d"
-                % (want, pf, nic["address"], nic["sriov_totalvfs"]),
-                "raise it in firmware: mlxconfig -d %s set SRIOV_EN=1 NUM_OF_VFS=%d, then reboot" % (nic["address"], want),
+                f"{want} VFs requested on PF {pf} ({nic['address']}) but the firmware limit sriov_totalvfs is "
+                f"{nic['sriov_totalvfs']}",
+                f"raise it in firmware: mlxconfig -d {nic['address']} set SRIOV_EN=1 NUM_OF_VFS={want}, then reboot",
             )
 
 
@@ -234,9 +251,6 @@ def run(ctx):
     result["passed"] = not bad
     if bad:
         result["failed"] = True  # run_module turns this into fail_json, findings included
-        result["msg"] = "host preflight: %d finding(s) at or above %s: %s" % (
-            len(bad),
-            p["fail_on"],
-            "; ".join("%s: %s" % (f["id"], f["message"]) for f in bad),
-        )
+        details = "; ".join(f"{f['id']}: {f['message']}" for f in bad)
+        result["msg"] = f"host preflight: {len(bad)} finding(s) at or above {p['fail_on']}: {details}"
     return result

@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -75,7 +75,9 @@ class Runner:
         path = self.which(tool)
         if not path:
             hint = TOOL_HINTS.get(tool, "install it")
-            raise ToolNotFound("required command %r not found in PATH or %s (%s)" % (tool, ":".join(SBIN_DIRS), hint))
+            raise ToolNotFound(
+                "required command {!r} not found in PATH or {} ({})".format(tool, ":".join(SBIN_DIRS), hint)
+            )
         return path
 
     def run(self, tool, args, mutating=False, check=True, env=None):
@@ -91,6 +93,10 @@ class Runner:
         rc, out, err = self._exec(argv, environ)
         if check and rc != 0:
             raise CommandFailed(
-                "command failed (rc=%d): %s: %s" % (rc, " ".join(argv), (err or out).strip()[-2000:]), argv, rc, out, err
+                f"command failed (rc={rc}): {' '.join(argv)}: {(err or out).strip()[-2000:]}",
+                argv,
+                rc,
+                out,
+                err,
             )
         return CmdResult(argv, rc, out, err)

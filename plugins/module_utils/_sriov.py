@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
@@ -34,21 +34,21 @@ RULE_KEY_RE = re.compile(r'KERNELS=="([^"]+)"')
 def resolve_pf(fs, pf):
     """PCI address of the PF named by netdev or PCI address."""
     if not isinstance(pf, str) or not pf:
-        raise InvalidInput("pf must be a network interface name or a PCI address, got %r" % (pf,))
+        raise InvalidInput(f"pf must be a network interface name or a PCI address, got {pf!r}")
     if ":" in pf or _pci.is_address(pf):
         return _pci.require_device(fs, pf)
     if pf in (".", "..") or not NETDEV_RE.match(pf):
         raise InvalidInput(
-            "pf %r is neither a PCI address nor a valid interface name (1-15 characters of A-Z a-z 0-9 _ . @ -, "
-            "no '/', whitespace or shell metacharacters)" % (pf,)
+            f"pf {pf!r} is neither a PCI address nor a valid interface name (1-15 characters of A-Z a-z 0-9 _ . @ -, "
+            "no '/', whitespace or shell metacharacters)"
         )
-    link = "/sys/class/net/%s" % pf
+    link = f"/sys/class/net/{pf}"
     if not fs.lexists(link):
-        raise NotFound("unknown PF %r: no network interface %s (list them with: ip -br link)" % (pf, link))
+        raise NotFound(f"unknown PF {pf!r}: no network interface {link} (list them with: ip -br link)")
     real = fs.realpath(link + "/device") if fs.lexists(link + "/device") else ""
     address = real.rsplit("/", 1)[-1]
     if not _pci.is_address(address):
-        raise Unsupported("interface %r is not backed by a PCI device (%s/device missing): it cannot have VFs" % (pf, link))
+        raise Unsupported(f"interface {pf!r} is not backed by a PCI device ({link}/device missing): it cannot have VFs")
     return address
 
 
@@ -57,8 +57,8 @@ def read_state(fs, address):
     total = fs.read_attr(base + "/sriov_totalvfs")
     if total is None:
         raise Unsupported(
-            "PCI device %s is not SR-IOV capable: %s/sriov_totalvfs is absent (SR-IOV disabled in firmware or "
-            "BIOS, or the PF driver is not bound)" % (address, base)
+            f"PCI device {address} is not SR-IOV capable: {base}/sriov_totalvfs is absent (SR-IOV disabled in "
+            "firmware or BIOS, or the PF driver is not bound)"
         )
     vfs = vf_addresses(fs, address)
     return {
@@ -75,7 +75,7 @@ def vf_addresses(fs, address):
     base = _pci.device_path(address)
     links = [n for n in fs.listdir(base) if n.startswith("virtfn") and n[6:].isdigit()]
     links.sort(key=lambda n: int(n[6:]))
-    return [fs.link_name("%s/%s" % (base, n)) for n in links]
+    return [fs.link_name(f"{base}/{n}") for n in links]
 
 
 def vf_details(fs, vfs):
@@ -84,19 +84,19 @@ def vf_details(fs, vfs):
 
 def check_request(state, num_vfs):
     if num_vfs < 0:
-        raise InvalidInput("num_vfs must be 0 or more, got %d" % num_vfs)
+        raise InvalidInput(f"num_vfs must be 0 or more, got {num_vfs}")
     if num_vfs > state["totalvfs"]:
         raise Unsupported(
-            "num_vfs=%d is above the firmware limit of PF %s: sriov_totalvfs is %d. %s"
-            % (num_vfs, state["address"], state["totalvfs"], raise_hint(state))
+            f"num_vfs={num_vfs} is above the firmware limit of PF {state['address']}: sriov_totalvfs is "
+            f"{state['totalvfs']}. {raise_hint(state)}"
         )
 
 
 def raise_hint(state):
     if state["vendor_id"] == "15b3":
         return (
-            "Raise it in the NIC firmware: mlxconfig -d %s set SRIOV_EN=1 NUM_OF_VFS=<n>, then reboot (or "
-            "mlxfwreset); also enable SR-IOV in the BIOS" % state["address"]
+            "Raise it in the NIC firmware: mlxconfig -d {} set SRIOV_EN=1 NUM_OF_VFS=<n>, then reboot (or "
+            "mlxfwreset); also enable SR-IOV in the BIOS".format(state["address"])
         )
     return "Raise it in the NIC firmware or BIOS SR-IOV settings (vendor tool), then reboot"
 
@@ -119,8 +119,8 @@ def wait_for_vfs(fs, address, count, timeout, clock=time.monotonic, sleep=time.s
             return vfs
         if clock() >= deadline:
             raise WaitTimeout(
-                "PF %s: %d VF devices after %ss, %d expected (virtfn* links in %s); check dmesg for the PF driver's "
-                "error" % (address, len(vfs), timeout, count, _pci.device_path(address))
+                f"PF {address}: {len(vfs)} VF devices after {timeout}s, {count} expected (virtfn* links in "
+                f"{_pci.device_path(address)}); check dmesg for the PF driver's error"
             )
         sleep(interval)
 
@@ -131,8 +131,8 @@ def write_numvfs(fs, address, value):
         fs.write_attr(path, str(value))
     except OSError as exc:
         raise HostStateError(
-            "writing %d to %s failed: %s (EBUSY: VFs still in use, detach them first; ENOMEM/ERANGE: not enough "
-            "bus numbers or MMIO, check BIOS SR-IOV and pci=realloc)" % (value, path, exc)
+            f"writing {value} to {path} failed: {exc} (EBUSY: VFs still in use, detach them first; ENOMEM/ERANGE: "
+            "not enough bus numbers or MMIO, check BIOS SR-IOV and pci=realloc)"
         ) from exc
 
 
@@ -152,7 +152,7 @@ def render_rules(text, address, num_vfs):
 def run(ctx, clock=time.monotonic, sleep=time.sleep):
     fs, params = ctx.fs, ctx.params
     if params["num_vfs"] < 0:
-        raise InvalidInput("num_vfs must be 0 or more, got %d" % params["num_vfs"])
+        raise InvalidInput(f"num_vfs must be 0 or more, got {params['num_vfs']}")
     address = resolve_pf(fs, params["pf"])
     state = read_state(fs, address)
     check_request(state, params["num_vfs"])
@@ -188,7 +188,7 @@ def run(ctx, clock=time.monotonic, sleep=time.sleep):
         "rules_path": RULES_PATH if params["persist"] else None,
     }
     if ctx.diff_mode:
-        result["diff"] = [tracker.diff("%s sriov_numvfs" % address)]
+        result["diff"] = [tracker.diff(f"{address} sriov_numvfs")]
         if params["persist"]:
             result["diff"].append(file_diff(RULES_PATH, rules_before, rules_after))
     return result

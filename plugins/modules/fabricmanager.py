@@ -1,7 +1,7 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -99,7 +99,10 @@ actions:
   returned: when the host has NVSwitches
   type: list
   elements: str
-  sample: ["install nvidia-fabricmanager-570 570.124.06-1", "enable nvidia-fabricmanager.service", "start nvidia-fabricmanager.service"]
+  sample:
+    - install nvidia-fabricmanager-570 570.124.06-1
+    - enable nvidia-fabricmanager.service
+    - start nvidia-fabricmanager.service
 """
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _fabricmanager  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -57,13 +57,18 @@ ansible_facts:
       type: dict
       contains:
         kernel:
-          description: Running kernel C(release), C(headers_installed) (C(/lib/modules/<release>/build/Makefile) exists) and C(headers_path).
+          description:
+            - Running kernel C(release), C(headers_installed) (C(/lib/modules/<release>/build/Makefile) exists) and
+              C(headers_path).
           type: dict
-          sample: {"release": "5.15.0-119-generic", "headers_installed": true, "headers_path": "/usr/src/linux-headers-5.15.0-119-generic"}
+          sample:
+            release: 5.15.0-119-generic
+            headers_installed: true
+            headers_path: /usr/src/linux-headers-5.15.0-119-generic
         accelerators:
           description:
-            - One entry per GPU or accelerator PCI function, sorted by address, with C(address), C(vendor_id), C(device_id),
-              C(class), C(model), C(numa_node), C(driver) (bound driver or null) and C(iommu_group).
+            - One entry per GPU or accelerator PCI function, sorted by address, with C(address), C(vendor_id),
+              C(device_id), C(class), C(model), C(numa_node), C(driver) (bound driver or null) and C(iommu_group).
           type: list
           elements: dict
           sample:
@@ -85,10 +90,11 @@ ansible_facts:
                "rdma_device": "mlx5_0", "link_layer": "InfiniBand", "sriov_totalvfs": 16, "sriov_numvfs": 0}
         pcie_bridges:
           description:
-            - Bridges and switch ports upstream of accelerators and RDMA NICs, with C(address), C(vendor_id), C(device_id),
-              C(port_type) (V(root_port), V(upstream_port), V(downstream_port), ...), C(config_readable), C(downstream)
-              (the endpoints below) and C(acs) (null without the ACS capability, else C(offset), C(capability),
-              C(control) as hex strings and C(enabled), true when the control register is not zero).
+            - Bridges and switch ports upstream of accelerators and RDMA NICs, with C(address), C(vendor_id),
+              C(device_id), C(port_type) (V(root_port), V(upstream_port), V(downstream_port), ...),
+              C(config_readable), C(downstream) (the endpoints below) and C(acs) (null without the ACS capability,
+              else C(offset), C(capability), C(control) as hex strings and C(enabled), true when the control register
+              is not zero).
           type: list
           elements: dict
           sample:
@@ -108,7 +114,9 @@ ansible_facts:
           description: C(loaded) - whether C(nvidia_peermem) is loaded.
           type: dict
         ofed:
-          description: C(flavor) (V(mlnx_ofed), V(doca_ofed), V(inbox), V(none), V(unknown)), C(version) and C(raw) C(ofed_info -s) output.
+          description:
+            - C(flavor) (V(mlnx_ofed), V(doca_ofed), V(inbox), V(none), V(unknown)), C(version) and C(raw)
+              (first line of C(ofed_info -s)).
           type: dict
         fabricmanager:
           description: C(installed), C(package), C(package_version), C(version) (upstream part), C(active), C(enabled).
@@ -120,7 +128,9 @@ ansible_facts:
               (null when the IOMMU is off).
           type: dict
         secure_boot:
-          description: C(efi) (booted with UEFI) and C(state) (V(enabled), V(disabled), V(unknown) when the EFI variable is not readable).
+          description:
+            - C(efi) (booted with UEFI) and C(state) (V(enabled), V(disabled), or V(unknown) when the EFI variable is
+              not readable).
           type: dict
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ options:
     description: The C(gpuops_host) facts to check; gathered from the host when omitted.
     type: dict
   nvidia_driver:
-    description: Which NVIDIA driver is planned - V(host) (packages on the host), V(container) (GPU Operator driver container) or V(none).
+    description:
+      - Which NVIDIA driver is planned - V(host) (packages on the host), V(container) (GPU Operator driver container)
+        or V(none).
     type: str
     choices: [none, host, container]
     default: none
@@ -38,7 +40,9 @@ options:
     type: bool
     default: false
   ofed:
-    description: Which RDMA driver stack is planned - V(host) (MLNX_OFED/DOCA-OFED on the host), V(operator) (Network Operator DOCA driver container) or V(none).
+    description:
+      - Which RDMA driver stack is planned - V(host) (MLNX_OFED/DOCA-OFED on the host), V(operator) (Network Operator
+        DOCA driver container) or V(none).
     type: str
     choices: [none, host, operator]
     default: none
@@ -60,7 +64,8 @@ options:
         type: int
         required: true
   unsigned_modules:
-    description: Whether unsigned kernel modules (for example a locally built driver without module signing) are planned.
+    description:
+      - Whether unsigned kernel modules (for example a locally built driver without module signing) are planned.
     type: bool
     default: false
   fail_on:
@@ -109,8 +114,10 @@ findings:
       description: How to fix it.
       type: str
   sample:
-    - {"id": "nouveau-loaded", "severity": "error", "message": "nouveau is loaded (not in use) while the NVIDIA driver (host) is planned",
-       "remedy": "run gpuops.platform.nouveau_blacklist (state=present), then reboot if reboot_required"}
+    - id: nouveau-loaded
+      severity: error
+      message: nouveau is loaded (not in use) while the NVIDIA driver (host) is planned
+      remedy: run gpuops.platform.nouveau_blacklist (state=present), then reboot if reboot_required
 summary:
   description: Number of findings per severity.
   returned: always

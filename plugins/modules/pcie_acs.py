@@ -1,7 +1,7 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ devices:
       description: Whether this device's register changes.
       type: bool
   sample:
-    - {"address": "0000:16:02.0", "acs_offset": "0x220", "capability": "0x005f", "before": "0x001d", "after": "0x0000", "changed": true}
+    - {"address": "0000:16:02.0", "acs_offset": "0x220", "capability": "0x005f", "before": "0x001d", "after": "0x0000",
+       "changed": true}
 unit:
   description: The boot-time unit when O(persist=true) - C(path), C(changed) and C(enabled); null otherwise.
   returned: always

@@ -1,7 +1,7 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright (c) 2026, gpuops.platform contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ options:
     default: 30
 notes:
   - Must run as root (C(become=true)).
-  - For NVIDIA ConnectX NICs the firmware limit is raised with C(mlxconfig -d <pf address> set SRIOV_EN=1 NUM_OF_VFS=<n>)
-    and a reboot.
+  - For NVIDIA ConnectX NICs the firmware limit is raised with
+    C(mlxconfig -d <pf address> set SRIOV_EN=1 NUM_OF_VFS=<n>) and a reboot.
 """
 
 EXAMPLES = r"""

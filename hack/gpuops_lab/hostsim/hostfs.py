@@ -27,6 +27,8 @@ class Host:
         self.inside = inside
         self.root = Path("/") if inside else self.tree
         self._meta: dict[str, Any] | None = None
+        self._lock_depth = 0
+        self._lock_fd = -1
 
     def p(self, path: str) -> Path:
         """The host path `path` (absolute, as on the simulated host) in this view."""
@@ -48,13 +50,22 @@ class Host:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Serializes the simulated kernel's state changes (shims and the namespace init run concurrently)."""
-        fd = os.open(self.t(f"{META_DIR}/lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        """Serializes the simulated kernel's state changes (shims and the namespace init run concurrently).
+        Re-entrant within one Host object."""
+        if self._lock_depth == 0:
+            self._lock_fd = os.open(self.t(f"{META_DIR}/lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self._lock_depth += 1
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
-            os.close(fd)
+            self._lock_depth -= 1
+            if self._lock_depth == 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+
+    def reload_meta(self) -> None:
+        self._meta = None
 
     def state(self) -> dict[str, Any]:
         f = self.t(f"{META_DIR}/state.json")

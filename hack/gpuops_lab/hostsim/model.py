@@ -94,9 +94,9 @@ def host_state(profile: dict[str, Any]) -> dict[str, Any]:
     if h["fabricmanager"]["installed"]:
         pk[f"nvidia-fabricmanager-{_major(h['fabricmanager']['installed'])}"] = f"{h['fabricmanager']['installed']}-1"
     if h["ofed"]:
-        pk["mlnx-ofed-kernel-dkms"] = h["ofed"]["version"]
+        pk["mlnx-ofed-kernel-dkms"] = f"{h['ofed']['version']}-1"
         if h["ofed"]["kind"] == "doca":
-            pk["doca-ofed"] = h["ofed"]["version"]
+            pk["doca-ofed"] = f"{h['ofed']['version']}-1"
     pk[h["initramfs_tool"].replace("update-initramfs", "initramfs-tools")] = pk.get("initramfs-tools", "0.140")
     pk.update({str(k): str(v) for k, v in h["packages"].items()})
     h["packages"] = dict(sorted(pk.items()))
@@ -221,29 +221,70 @@ def topology(h: dict[str, Any]) -> list[dict[str, Any]]:
         next_bus[socket] += 0x10
         if rb + 0x0F >= (socket + 1) * span or len(members) > 12:
             raise ProfileError(f"too many PCI devices for socket {socket}: simplify host.pci or add sockets")
-        gen = max(catalog.DEVICES.get((str(m["vendor"]).lower(), str(m["device"]).lower()), {}).get("link", (4, 16))[0]
-                  for m in members)
+        gen = max(
+            catalog.DEVICES.get((str(m["vendor"]).lower(), str(m["device"]).lower()), {}).get("link", (4, 16))[0]
+            for m in members
+        )
         if switched:
             n = len(members)
             slot += 1
             rp = _addr(rb, 1)
-            bridge(rp, "root_port", None, rb, socket, rp_vendor, rp_device, rb + 1, rb + 2 + n, (gen, 16), 1,
-                   acs["root_port"], slot)
+            bridge(
+                rp,
+                "root_port",
+                None,
+                rb,
+                socket,
+                rp_vendor,
+                rp_device,
+                rb + 1,
+                rb + 2 + n,
+                (gen, 16),
+                1,
+                acs["root_port"],
+                slot,
+            )
             sw_v, sw_d = catalog.SWITCH.get(gen, catalog.SWITCH[4])
             up = _addr(rb + 1)
             bridge(up, "upstream", rp, rb, socket, sw_v, sw_d, rb + 2, rb + 2 + n, (gen, 16), 0, None, None)
             for k, m in enumerate(members):
                 ds = _addr(rb + 2, k)
                 slot += 1
-                bridge(ds, "downstream", up, rb, socket, sw_v, sw_d, rb + 3 + k, rb + 3 + k, (gen, 16), k + 1,
-                       acs["downstream"], slot)
+                bridge(
+                    ds,
+                    "downstream",
+                    up,
+                    rb,
+                    socket,
+                    sw_v,
+                    sw_d,
+                    rb + 3 + k,
+                    rb + 3 + k,
+                    (gen, 16),
+                    k + 1,
+                    acs["downstream"],
+                    slot,
+                )
                 endpoint(_addr(rb + 3 + k), ds, rb, socket, m)
         else:
             for k, m in enumerate(members):
                 slot += 1
                 rp = _addr(rb, k + 1)
-                bridge(rp, "root_port", None, rb, socket, rp_vendor, rp_device, rb + 1 + k, rb + 1 + k, (gen, 16),
-                       k + 1, acs["root_port"], slot)
+                bridge(
+                    rp,
+                    "root_port",
+                    None,
+                    rb,
+                    socket,
+                    rp_vendor,
+                    rp_device,
+                    rb + 1 + k,
+                    rb + 1 + k,
+                    (gen, 16),
+                    k + 1,
+                    acs["root_port"],
+                    slot,
+                )
                 endpoint(_addr(rb + 1 + k), rp, rb, socket, m)
     assign_iommu_groups(out, iommu_enabled(h))
     return out

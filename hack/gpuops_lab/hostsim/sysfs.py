@@ -191,8 +191,18 @@ def ifname(addr: str, kind: str, port_name: bool) -> str:
     return name + ("np0" if port_name else "")
 
 
-def add_netdev(host: Host, dev_dir: Path, name: str, *, infiniband: bool, ifindex: int, seed: str,
-               oui: str, port_name: str | None, speed: int) -> None:
+def add_netdev(
+    host: Host,
+    dev_dir: Path,
+    name: str,
+    *,
+    infiniband: bool,
+    ifindex: int,
+    seed: str,
+    oui: str,
+    port_name: str | None,
+    speed: int,
+) -> None:
     d = dev_dir / "net" / name
     if infiniband:
         gb = guid(seed).replace(":", "")
@@ -202,7 +212,9 @@ def add_netdev(host: Host, dev_dir: Path, name: str, *, infiniband: bool, ifinde
     files = {
         "address": address,
         "addr_len": "20" if infiniband else "6",
-        "broadcast": "00:ff:ff:ff:ff:12:40:1b:ff:ff:00:00:00:00:00:00:ff:ff:ff:ff" if infiniband else "ff:ff:ff:ff:ff:ff",
+        "broadcast": "00:ff:ff:ff:ff:12:40:1b:ff:ff:00:00:00:00:00:00:ff:ff:ff:ff"
+        if infiniband
+        else "ff:ff:ff:ff:ff:ff",
         "mtu": "4092" if infiniband else "1500",
         "type": "32" if infiniband else "1",
         "operstate": "up",

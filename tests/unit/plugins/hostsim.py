@@ -81,54 +81,69 @@ class HostTree:
         return self.p(host_path).read_text()
 
     # -- PCI ----------------------------------------------------------------------------------------
-    def pci(self, address, vendor, device, klass, parent=None, driver=None, numa=0, iommu_group=None,
-            port_type="endpoint", acs=None, sriov=None, config_size=4096, attrs=None):
+    def pci(
+        self,
+        address,
+        vendor,
+        device,
+        klass,
+        parent=None,
+        driver=None,
+        numa=0,
+        iommu_group=None,
+        port_type="endpoint",
+        acs=None,
+        sriov=None,
+        config_size=4096,
+        attrs=None,
+    ):
         if parent:
             base = self._real[parent] + "/" + address
         else:
             domain, bus = address.split(":")[:2]
-            base = "/sys/devices/pci%s:%s/%s" % (domain, bus, address)
+            base = f"/sys/devices/pci{domain}:{bus}/{address}"
         self._real[address] = base
-        self.file(base + "/vendor", "0x%s\n" % vendor)
-        self.file(base + "/device", "0x%s\n" % device)
-        self.file(base + "/class", "0x%s\n" % klass)
-        self.file(base + "/numa_node", "%d\n" % numa)
+        self.file(base + "/vendor", f"0x{vendor}\n")
+        self.file(base + "/device", f"0x{device}\n")
+        self.file(base + "/class", f"0x{klass}\n")
+        self.file(base + "/numa_node", f"{numa}\n")
         self.file(base + "/config", config_space(vendor, device, klass, port_type, acs, sriov, config_size))
         for name, value in (attrs or {}).items():
             self.file(base + "/" + name, value)
         if sriov is not None:
-            self.file(base + "/sriov_totalvfs", "%d\n" % sriov[0])
-            self.file(base + "/sriov_numvfs", "%d\n" % sriov[1])
+            self.file(base + "/sriov_totalvfs", f"{sriov[0]}\n")
+            self.file(base + "/sriov_numvfs", f"{sriov[1]}\n")
         if driver:
             self.p("/sys/bus/pci/drivers/" + driver).mkdir(parents=True, exist_ok=True)
             self.rel_link(base + "/driver", "/sys/bus/pci/drivers/" + driver)
         if iommu_group is not None:
-            self.p("/sys/kernel/iommu_groups/%d/devices" % iommu_group).mkdir(parents=True, exist_ok=True)
-            self.rel_link(base + "/iommu_group", "/sys/kernel/iommu_groups/%d" % iommu_group)
+            self.p(f"/sys/kernel/iommu_groups/{iommu_group}/devices").mkdir(parents=True, exist_ok=True)
+            self.rel_link(base + "/iommu_group", f"/sys/kernel/iommu_groups/{iommu_group}")
         self.rel_link("/sys/bus/pci/devices/" + address, base)
         return base
 
     def bridge(self, address, parent=None, port_type="downstream_port", acs=(0x005F, 0x001D), **kw):
-        return self.pci(address, "10b5", "c010", CLASS_BRIDGE, parent=parent, driver="pcieport",
-                        port_type=port_type, acs=acs, **kw)
+        return self.pci(
+            address, "10b5", "c010", CLASS_BRIDGE, parent=parent, driver="pcieport", port_type=port_type, acs=acs, **kw
+        )
 
     def real(self, address):
         return self._real[address]
 
     def netdev(self, address, name):
         base = self._real[address]
-        self.file(base + "/net/%s/type" % name, "1\n")
-        self.rel_link(base + "/net/%s/device" % name, base)
+        self.file(base + f"/net/{name}/type", "1\n")
+        self.rel_link(base + f"/net/{name}/device", base)
         self.rel_link("/sys/class/net/" + name, base + "/net/" + name)
 
     def rdma(self, address, name, link_layer):
         base = self._real[address]
-        self.file(base + "/infiniband/%s/ports/1/link_layer" % name, link_layer + "\n")
+        self.file(base + f"/infiniband/{name}/ports/1/link_layer", link_layer + "\n")
 
     def add_vf(self, pf, index, vf_address):
         base = self.pci(vf_address, "15b3", "101e", "020000", parent=None, driver="mlx5_core")
         self.rel_link(base + "/physfn", self._real[pf])
-        self.rel_link(self._real[pf] + "/virtfn%d" % index, base)
+        self.rel_link(self._real[pf] + f"/virtfn{index}", base)
 
     def acs_control(self, address):
         """Current ACS Control value in the config image (ACS at 0x2a0)."""
@@ -142,9 +157,9 @@ class HostTree:
     def kernel(self, release="5.15.0-119-generic", headers=True, cmdline="BOOT_IMAGE=/vmlinuz ro quiet"):
         self.file("/proc/sys/kernel/osrelease", release + "\n")
         self.file("/proc/cmdline", cmdline + "\n")
-        self.p("/lib/modules/%s" % release).mkdir(parents=True, exist_ok=True)
-        hdr = "/usr/src/linux-headers-%s" % release
-        self.link("/lib/modules/%s/build" % release, hdr)  # absolute, as Debian/Ubuntu ship it
+        self.p(f"/lib/modules/{release}").mkdir(parents=True, exist_ok=True)
+        hdr = f"/usr/src/linux-headers-{release}"
+        self.link(f"/lib/modules/{release}/build", hdr)  # absolute, as Debian/Ubuntu ship it
         if headers:
             self.file(hdr + "/Makefile", "VERSION = 5\n")
 
@@ -173,26 +188,35 @@ def dgx_like(tree, gpus=8, switches=4, nics=8, acs_ctrl=0x001D):
     for i in range(max(gpus, nics) // 2 if max(gpus, nics) else 0):
         bus = 0x10 + i * 0x10
         rp = "0000:00:%02x.0" % (i + 1)
-        up = "0000:%02x:00.0" % bus
+        up = f"0000:{bus:02x}:00.0"
         tree.bridge(rp, port_type="root_port", acs=(0x001F, acs_ctrl))
         tree.bridge(up, parent=rp, port_type="upstream_port", acs=None)
         addrs["bridges"] += [rp, up]
         for j in range(2):
-            dn = "0000:%02x:%02x.0" % (bus + 1, j)
+            dn = f"0000:{bus + 1:02x}:{j:02x}.0"
             tree.bridge(dn, parent=up, port_type="downstream_port", acs=(0x005F, acs_ctrl))
             addrs["bridges"].append(dn)
             ep_bus = bus + 2 + j * 2
             g = 2 * i + j
             if g < gpus:
-                gpu = "0000:%02x:00.0" % ep_bus
+                gpu = f"0000:{ep_bus:02x}:00.0"
                 tree.pci(gpu, "10de", "2330", "030200", parent=dn, driver="nvidia", numa=i // 2, iommu_group=20 + g)
                 addrs["gpus"].append(gpu)
             if g < nics:
                 nic = "0000:%02x:00.0" % (ep_bus + 1)
-                tree.pci(nic, "15b3", "1021", "020700", parent=dn, driver="mlx5_core", numa=i // 2,
-                         iommu_group=40 + g, sriov=(16, 0))
-                tree.netdev(nic, "ibp%ds0" % (ep_bus + 1))
-                tree.rdma(nic, "mlx5_%d" % g, "InfiniBand")
+                tree.pci(
+                    nic,
+                    "15b3",
+                    "1021",
+                    "020700",
+                    parent=dn,
+                    driver="mlx5_core",
+                    numa=i // 2,
+                    iommu_group=40 + g,
+                    sriov=(16, 0),
+                )
+                tree.netdev(nic, f"ibp{ep_bus + 1}s0")
+                tree.rdma(nic, f"mlx5_{g}", "InfiniBand")
                 addrs["nics"].append(nic)
     for s in range(switches):
         rp = "0000:00:%02x.0" % (0x10 + s)
@@ -262,13 +286,13 @@ class SriovKernel:
         if new > total:
             raise OSError(errno.ERANGE, "Numerical result out of range", fs.path(path))
         for i in range(cur):
-            link = self.tree.p(base + "/virtfn%d" % i)
+            link = self.tree.p(base + f"/virtfn{i}")
             if link.is_symlink():
                 link.unlink()
         domain, bus, rest = pf.split(":")
         for i in range(new):
-            vf = "%s:%s:%02x.%d" % (domain, bus, (2 + i) // 8, (2 + i) % 8)
+            vf = f"{domain}:{bus}:{(2 + i) // 8:02x}.{(2 + i) % 8}"
             self.tree.add_vf(pf, i, vf)
             if self.vf_netdevs:
-                self.tree.netdev(vf, "%sv%d" % (pf.replace(":", "").replace(".", ""), i))
-        self.tree.file(base + "/sriov_numvfs", "%d\n" % new)
+                self.tree.netdev(vf, "{}v{}".format(pf.replace(":", "").replace(".", ""), i))
+        self.tree.file(base + "/sriov_numvfs", f"{new}\n")

@@ -12,7 +12,9 @@ NV_PROPRIETARY = (
     "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.124.06  Release Build  (dvs-builder@U16-I3-B03-4-3)  "
     "Tue Mar 18 12:41:36 UTC 2025\nGCC version:  gcc version 12.3.0\n"
 )
-NV_OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build  (dvs-builder@U22)  Sat May 24\n"
+NV_OPEN = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build  (dvs-builder@U22)  Sat May 24\n"
+)
 
 
 class _Module:
@@ -33,7 +35,10 @@ def dgx(host, commands):
         "ib_core 1 5 - Live 0x0",
     )
     host.file("/proc/driver/nvidia/version", NV_PROPRIETARY)
-    host.file("/proc/driver/nvidia/gpus/%s/information" % addrs["gpus"][0], "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ: 1\n")
+    host.file(
+        "/proc/driver/nvidia/gpus/{}/information".format(addrs["gpus"][0]),
+        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ: 1\n",
+    )
     host.file("/etc/modprobe.d/blacklist-nouveau.conf", "blacklist nouveau\n")
     host.file("/sys/kernel/iommu_groups/1/type", "identity\n")
     commands.tools |= {"modinfo", "ofed_info", "dpkg-query", "systemctl"}
@@ -41,7 +46,11 @@ def dgx(host, commands):
     commands.on(r"^ofed_info -s$", (0, "MLNX_OFED_LINUX-24.10-1.1.4.0:\n", ""))
     commands.on(
         r"^dpkg-query -W",
-        (0, "nvidia-fabricmanager-570\t570.124.06-1\tinstalled\nnvidia-fabricmanager-dev-570\t570.124.06-1\tinstalled\n", ""),
+        (
+            0,
+            "nvidia-fabricmanager-570\t570.124.06-1\tinstalled\nnvidia-fabricmanager-dev-570\t570.124.06-1\tinstalled\n",
+            "",
+        ),
     )
     commands.on(r"^systemctl is-active nvidia-fabricmanager", (0, "active\n", ""))
     commands.on(r"^systemctl is-enabled nvidia-fabricmanager", (0, "enabled\n", ""))
@@ -93,7 +102,11 @@ def test_gather_is_fast_on_dgx_profile(dgx):
 
 @pytest.mark.parametrize(
     "text, loaded, version, flavor",
-    [(NV_PROPRIETARY, True, "570.124.06", "proprietary"), (NV_OPEN, True, "575.57.08", "open"), (None, False, None, None)],
+    [
+        (NV_PROPRIETARY, True, "570.124.06", "proprietary"),
+        (NV_OPEN, True, "575.57.08", "open"),
+        (None, False, None, None),
+    ],
 )
 def test_nvidia_driver_version(host, commands, text, loaded, version, flavor):
     if text:
@@ -136,9 +149,9 @@ def test_ofed_flavors(commands, has_tool, out, modules, expected):
 )
 def test_iommu(host, groups, domain, cmdline, expected):
     for g in range(groups):
-        host.file("/sys/kernel/iommu_groups/%d/devices/.keep" % g)
+        host.file(f"/sys/kernel/iommu_groups/{g}/devices/.keep")
         if domain:
-            host.file("/sys/kernel/iommu_groups/%d/type" % g, domain + "\n")
+            host.file(f"/sys/kernel/iommu_groups/{g}/type", domain + "\n")
     from ansible_collections.gpuops.platform.plugins.module_utils._kmod import parse_cmdline
 
     facts = _hostfacts.iommu_facts(HostFS(), parse_cmdline(cmdline))
@@ -148,7 +161,12 @@ def test_iommu(host, groups, domain, cmdline, expected):
 
 @pytest.mark.parametrize(
     "efi, data, state",
-    [(False, None, "disabled"), (True, None, "unknown"), (True, b"\x06\0\0\0\x01", "enabled"), (True, b"\x06\0\0\0\x00", "disabled")],
+    [
+        (False, None, "disabled"),
+        (True, None, "unknown"),
+        (True, b"\x06\0\0\0\x01", "enabled"),
+        (True, b"\x06\0\0\0\x00", "disabled"),
+    ],
 )
 def test_secure_boot(host, efi, data, state):
     if efi:
@@ -160,7 +178,11 @@ def test_secure_boot(host, efi, data, state):
 
 def test_headers_missing_when_build_link_dangles(host):
     host.kernel(headers=False)
-    assert _hostfacts.kernel_facts(HostFS()) == {"release": "5.15.0-119-generic", "headers_path": None, "headers_installed": False}
+    assert _hostfacts.kernel_facts(HostFS()) == {
+        "release": "5.15.0-119-generic",
+        "headers_path": None,
+        "headers_installed": False,
+    }
 
 
 def test_bridges_without_root_have_no_acs(host):
@@ -176,3 +198,10 @@ def test_virtual_functions_are_not_listed(host):
     inv = _hostfacts.pci_inventory(HostFS())
     assert [n["address"] for n in inv["nics"]] == ["0000:3b:00.0"]
     assert inv["nics"][0]["link_layer"] == "Ethernet" and inv["nics"][0]["sriov_numvfs"] == 1
+
+
+def test_virtio_netdev_is_found_under_the_virtio_device(host):
+    base = host.pci("0000:00:03.0", "1af4", "1041", "020000", driver="virtio-pci")
+    host.file(base + "/virtio0/net/eth0/type", "1\n")
+    (nic,) = _hostfacts.pci_inventory(HostFS())["nics"]
+    assert nic["netdevs"] == ["eth0"] and nic["rdma_device"] is None

@@ -12,7 +12,10 @@ from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
             "nouveau 2433024 1 drm_ttm_helper,ttm, Live 0x0000000000000000",
             {"nouveau": {"size": 2433024, "refcnt": 1, "deps": ["drm_ttm_helper", "ttm"], "state": "Live"}},
         ),
-        ("nvidia_peermem 16384 0 - Live 0xffffffffc0a00000 (POE)", {"nvidia_peermem": {"size": 16384, "refcnt": 0, "deps": [], "state": "Live"}}),
+        (
+            "nvidia_peermem 16384 0 - Live 0xffffffffc0a00000 (POE)",
+            {"nvidia_peermem": {"size": 16384, "refcnt": 0, "deps": [], "state": "Live"}},
+        ),
         ("garbage line", {}),
         ("x abc 0 - Live 0x0", {}),
     ],
@@ -27,13 +30,17 @@ def test_parse_proc_modules(line, expected):
         ([], [], {"loaded": False, "refcount": 0, "holders": [], "in_use": False}),
         (["nouveau 1 0 - Live 0x0"], [], {"loaded": True, "refcount": 0, "holders": [], "in_use": False}),
         (["nouveau 1 2 - Live 0x0"], [], {"loaded": True, "refcount": 2, "holders": [], "in_use": True}),
-        (["nouveau 1 0 - Live 0x0"], ["drm_kms_helper"], {"loaded": True, "refcount": 0, "holders": ["drm_kms_helper"], "in_use": True}),
+        (
+            ["nouveau 1 0 - Live 0x0"],
+            ["drm_kms_helper"],
+            {"loaded": True, "refcount": 0, "holders": ["drm_kms_helper"], "in_use": True},
+        ),
     ],
 )
 def test_module_usage(host, modules, holders, expected):
     host.modules(*modules)
     for h in holders:
-        host.file("/sys/module/nouveau/holders/%s/.keep" % h)
+        host.file(f"/sys/module/nouveau/holders/{h}/.keep")
     fs = HostFS()
     assert _kmod.module_usage(fs, _kmod.loaded_modules(fs), "nouveau") == expected
 
@@ -42,7 +49,11 @@ def test_module_usage(host, modules, holders, expected):
     "files, cmdline, expected",
     [
         ({}, "", []),
-        ({"/etc/modprobe.d/blacklist-nouveau.conf": "blacklist nouveau\n"}, "", ["/etc/modprobe.d/blacklist-nouveau.conf"]),
+        (
+            {"/etc/modprobe.d/blacklist-nouveau.conf": "blacklist nouveau\n"},
+            "",
+            ["/etc/modprobe.d/blacklist-nouveau.conf"],
+        ),
         ({"/lib/modprobe.d/nv.conf": "# blacklist nouveau\noptions nouveau modeset=0\n"}, "", []),
         ({"/usr/lib/modprobe.d/nv.conf": "blacklist   nouveau  \n"}, "", ["/usr/lib/modprobe.d/nv.conf"]),
         # /etc hides a file of the same name in /lib

@@ -10,7 +10,9 @@ CLEAN = {
     "accelerators": [{"address": "0000:1b:00.0"}],
     "nvswitches": [],
     "nics": [{"address": "0000:18:00.0", "netdev": "ibp24s0", "netdevs": ["ibp24s0"], "sriov_totalvfs": 16}],
-    "pcie_bridges": [{"address": "0000:16:02.0", "config_readable": True, "acs": {"control": "0x0000", "enabled": False}}],
+    "pcie_bridges": [
+        {"address": "0000:16:02.0", "config_readable": True, "acs": {"control": "0x0000", "enabled": False}}
+    ],
     "nouveau": {"loaded": False, "in_use": False, "refcount": 0, "blacklisted": True},
     "nvidia_driver": {"loaded": True, "version": "570.124.06", "installed_version": "570.124.06"},
     "nvidia_peermem": {"loaded": True},
@@ -19,7 +21,14 @@ CLEAN = {
     "iommu": {"enabled": False, "passthrough": None, "default_domain": None, "cmdline": {}},
     "secure_boot": {"efi": True, "state": "disabled"},
 }
-PLAN = {"nvidia_driver": "host", "driver_build": True, "ofed": "none", "gpudirect": True, "sriov": [], "unsigned_modules": True}
+PLAN = {
+    "nvidia_driver": "host",
+    "driver_build": True,
+    "ofed": "none",
+    "gpudirect": True,
+    "sriov": [],
+    "unsigned_modules": True,
+}
 
 
 def _with(base, changes):
@@ -44,8 +53,18 @@ CASES = [
     ("nouveau not blacklisted", {"nouveau.blacklisted": False}, {}, [("nouveau-not-blacklisted", "warning")]),
     ("host driver + container", {}, {"nvidia_driver": "container"}, [("host-driver-with-driver-container", "error")]),
     ("container only", {"nvidia_driver.installed_version": None}, {"nvidia_driver": "container"}, []),
-    ("host MOFED + DOCA driver", {"ofed.flavor": "mlnx_ofed"}, {"ofed": "operator"}, [("host-ofed-with-doca-driver", "error")]),
-    ("host DOCA-OFED + DOCA driver", {"ofed.flavor": "doca_ofed"}, {"ofed": "operator"}, [("host-ofed-with-doca-driver", "error")]),
+    (
+        "host MOFED + DOCA driver",
+        {"ofed.flavor": "mlnx_ofed"},
+        {"ofed": "operator"},
+        [("host-ofed-with-doca-driver", "error")],
+    ),
+    (
+        "host DOCA-OFED + DOCA driver",
+        {"ofed.flavor": "doca_ofed"},
+        {"ofed": "operator"},
+        [("host-ofed-with-doca-driver", "error")],
+    ),
     ("inbox + DOCA driver", {}, {"ofed": "operator"}, []),
     ("nvswitch, no fm", {"nvswitches": [{"address": "0000:05:00.0"}]}, {}, [("fabricmanager-missing", "error")]),
     (
@@ -63,7 +82,10 @@ CASES = [
     ("nvswitch, fm ok", {"nvswitches": [{"address": "0000:05:00.0"}], "fabricmanager": FM_OK}, {}, []),
     (
         "nvswitch, no driver yet",
-        {"nvswitches": [{"address": "0000:05:00.0"}], "nvidia_driver": {"loaded": False, "version": None, "installed_version": None}},
+        {
+            "nvswitches": [{"address": "0000:05:00.0"}],
+            "nvidia_driver": {"loaded": False, "version": None, "installed_version": None},
+        },
         {"gpudirect": False},
         [("fabricmanager-needs-driver", "info")],
     ),
@@ -73,16 +95,41 @@ CASES = [
         {"nvidia_driver": "container"},
         [("fabricmanager-host-and-container", "warning")],
     ),
-    ("acs on", {"pcie_bridges": [{"address": "0000:16:02.0", "config_readable": True, "acs": {"enabled": True}}]}, {}, [("acs-enabled", "error")]),
-    ("acs on, no gpudirect", {"pcie_bridges": [{"address": "0000:16:02.0", "acs": {"enabled": True}}]}, {"gpudirect": False}, []),
-    ("acs unreadable", {"pcie_bridges": [{"address": "0000:16:02.0", "config_readable": False, "acs": None}]}, {}, [("acs-unknown", "warning")]),
-    ("iommu translating", {"iommu": {"enabled": True, "passthrough": False, "default_domain": "DMA"}}, {}, [("iommu-not-passthrough", "error")]),
+    (
+        "acs on",
+        {"pcie_bridges": [{"address": "0000:16:02.0", "config_readable": True, "acs": {"enabled": True}}]},
+        {},
+        [("acs-enabled", "error")],
+    ),
+    (
+        "acs on, no gpudirect",
+        {"pcie_bridges": [{"address": "0000:16:02.0", "acs": {"enabled": True}}]},
+        {"gpudirect": False},
+        [],
+    ),
+    (
+        "acs unreadable",
+        {"pcie_bridges": [{"address": "0000:16:02.0", "config_readable": False, "acs": None}]},
+        {},
+        [("acs-unknown", "warning")],
+    ),
+    (
+        "iommu translating",
+        {"iommu": {"enabled": True, "passthrough": False, "default_domain": "DMA"}},
+        {},
+        [("iommu-not-passthrough", "error")],
+    ),
     ("iommu pt", {"iommu": {"enabled": True, "passthrough": True, "default_domain": "identity"}}, {}, []),
     ("no peermem", {"nvidia_peermem.loaded": False}, {}, [("nvidia-peermem-not-loaded", "info")]),
     ("vfs ok", {}, {"sriov": [{"pf": "ibp24s0", "num_vfs": 16}]}, []),
     ("vfs above limit", {}, {"sriov": [{"pf": "0000:18:00.0", "num_vfs": 32}]}, [("sriov-vfs-above-limit", "error")]),
     ("vfs unknown pf", {}, {"sriov": [{"pf": "eth9", "num_vfs": 1}]}, [("sriov-pf-unknown", "error")]),
-    ("vfs not capable", {"nics": [{"address": "0000:18:00.0", "netdev": "ibp24s0", "sriov_totalvfs": None}]}, {"sriov": [{"pf": "ibp24s0", "num_vfs": 1}]}, [("sriov-not-capable", "error")]),
+    (
+        "vfs not capable",
+        {"nics": [{"address": "0000:18:00.0", "netdev": "ibp24s0", "sriov_totalvfs": None}]},
+        {"sriov": [{"pf": "ibp24s0", "num_vfs": 1}]},
+        [("sriov-not-capable", "error")],
+    ),
     ("secure boot", {"secure_boot.state": "enabled"}, {}, [("secure-boot-unsigned-modules", "error")]),
     ("secure boot, signed", {"secure_boot.state": "enabled"}, {"unsigned_modules": False}, []),
     ("secure boot unknown", {"secure_boot.state": "unknown"}, {}, [("secure-boot-unknown", "warning")]),

@@ -2,7 +2,12 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.module_utils import _sriov
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput, NotFound, Unsupported, WaitTimeout
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import (
+    InvalidInput,
+    NotFound,
+    Unsupported,
+    WaitTimeout,
+)
 from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
 
 
@@ -63,7 +68,11 @@ def test_not_sriov_capable(pf_host):
     "num, error, match",
     [
         (-1, InvalidInput, "0 or more"),
-        (9, Unsupported, r"num_vfs=9 is above the firmware limit of PF 0000:3b:00.0: sriov_totalvfs is 8.*mlxconfig -d 0000:3b:00.0"),
+        (
+            9,
+            Unsupported,
+            r"num_vfs=9 is above the firmware limit of PF 0000:3b:00.0: sriov_totalvfs is 8.*mlxconfig -d 0000:3b:00.0",
+        ),
     ],
 )
 def test_check_request(pf_host, num, error, match):
@@ -85,8 +94,9 @@ def test_wait_times_out_without_sleeping(pf_host):
     assert sum(sleeps) >= 2 and len(sleeps) == 8
 
 
-RULE_A = 'ACTION=="add", SUBSYSTEM=="net", KERNELS=="0000:3b:00.0", ATTR{device/sriov_numvfs}=="0", ATTR{device/sriov_numvfs}="%d"'
-RULE_B = 'ACTION=="add", SUBSYSTEM=="net", KERNELS=="0000:5e:00.0", ATTR{device/sriov_numvfs}=="0", ATTR{device/sriov_numvfs}="4"'
+_MATCH = 'ACTION=="add", SUBSYSTEM=="net", KERNELS=="%s", ATTR{device/sriov_numvfs}=="0", '
+RULE_A = _MATCH % "0000:3b:00.0" + 'ATTR{device/sriov_numvfs}="%d"'
+RULE_B = _MATCH % "0000:5e:00.0" + 'ATTR{device/sriov_numvfs}="4"'
 
 
 @pytest.mark.parametrize(

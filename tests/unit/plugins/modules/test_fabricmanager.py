@@ -13,13 +13,22 @@ class Host:
         self.pkgs = dict(installed or {})
         self.svc = {"enabled": enabled, "active": active}
         commands.tools |= {"systemctl", "modinfo"} | ({"dpkg-query", "apt-get"} if mgr == "apt" else {"rpm", "dnf"})
-        commands.on(r"^modinfo -F version nvidia$", (0, modinfo + "\n", "") if modinfo else (1, "", "modinfo: ERROR: Module nvidia not found.\n"))
+        commands.on(
+            r"^modinfo -F version nvidia$",
+            (0, modinfo + "\n", "") if modinfo else (1, "", "modinfo: ERROR: Module nvidia not found.\n"),
+        )
         commands.on(r"^dpkg-query -W", self.dpkg_query)
         commands.on(r"^rpm -q", self.rpm_q)
         commands.on(r"^apt-get install", self.install)
         commands.on(r"^dnf install", self.install)
-        commands.on(r"^systemctl is-enabled nvidia-fabricmanager.service$", lambda a: (0, "enabled\n", "") if self.svc["enabled"] else (1, "disabled\n", ""))
-        commands.on(r"^systemctl is-active nvidia-fabricmanager.service$", lambda a: (0, "active\n", "") if self.svc["active"] else (3, "inactive\n", ""))
+        commands.on(
+            r"^systemctl is-enabled nvidia-fabricmanager.service$",
+            lambda a: (0, "enabled\n", "") if self.svc["enabled"] else (1, "disabled\n", ""),
+        )
+        commands.on(
+            r"^systemctl is-active nvidia-fabricmanager.service$",
+            lambda a: (0, "active\n", "") if self.svc["active"] else (3, "inactive\n", ""),
+        )
         commands.on(r"^systemctl enable nvidia-fabricmanager.service$", lambda a: self._set("enabled"))
         commands.on(r"^systemctl (start|restart) nvidia-fabricmanager.service$", lambda a: self._set("active"))
 
@@ -30,14 +39,14 @@ class Host:
     def dpkg_query(self, argv):
         name = argv[-1]
         if name not in self.pkgs:
-            return (1, "", "dpkg-query: no packages found matching %s\n" % name)
-        return (0, "%s\t%s\tinstalled\n" % (name, self.pkgs[name]), "")
+            return (1, "", f"dpkg-query: no packages found matching {name}\n")
+        return (0, f"{name}\t{self.pkgs[name]}\tinstalled\n", "")
 
     def rpm_q(self, argv):
         name = argv[-1]
         if name not in self.pkgs:
-            return (1, "package %s is not installed\n" % name, "")
-        return (0, "%s\t%s\n" % (name, self.pkgs[name]), "")
+            return (1, f"package {name} is not installed\n", "")
+        return (0, f"{name}\t{self.pkgs[name]}\n", "")
 
     def install(self, argv):
         spec = argv[-1]
@@ -81,7 +90,10 @@ def test_installs_matching_package_and_starts_service(nvswitch_host, commands, f
 def test_mismatched_version_is_replaced_and_restarted(nvswitch_host, commands, four_step):
     state = Host(commands, installed={"nvidia-fabricmanager-570": "570.86.15-1"}, enabled=True, active=True)
     results = four_step(fabricmanager, {})
-    assert results[1]["actions"] == ["install nvidia-fabricmanager-570 570.124.06-1", "restart nvidia-fabricmanager.service"]
+    assert results[1]["actions"] == [
+        "install nvidia-fabricmanager-570 570.124.06-1",
+        "restart nvidia-fabricmanager.service",
+    ]
     assert results[1]["version_before"] == "570.86.15-1" and state.pkgs["nvidia-fabricmanager-570"] == "570.124.06-1"
 
 

@@ -22,9 +22,16 @@ def test_gathers_and_fails_on_errors(dgx, commands, run_module, check_mode):
     )
     assert failed and result["passed"] is False
     ids = [f["id"] for f in result["findings"]]
-    assert ids == ["nouveau-loaded", "fabricmanager-needs-driver", "acs-enabled", "sriov-vfs-above-limit"]
+    # dgx_like has IOMMU groups and no iommu=pt on the command line: the IOMMU translates
+    assert ids == [
+        "nouveau-loaded",
+        "fabricmanager-needs-driver",
+        "acs-enabled",
+        "iommu-not-passthrough",
+        "sriov-vfs-above-limit",
+    ]
     assert "nouveau-loaded" in result["msg"] and "sriov-vfs-above-limit" in result["msg"]
-    assert result["summary"] == {"error": 3, "warning": 0, "info": 1}
+    assert result["summary"] == {"error": 4, "warning": 0, "info": 1}
     assert dgx.snapshot() == snap and commands.mutations() == []
 
 

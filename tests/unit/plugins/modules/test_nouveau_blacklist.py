@@ -27,6 +27,8 @@ def test_blacklists_regenerates_and_unloads(debian, commands, four_step):
     assert first["changed"] and first["reboot_required"] is False
     assert first["actions"] == real["actions"] == ["write " + CONF, "update-initramfs -u -k all", "modprobe -r nouveau"]
     assert debian.read(CONF) == _nouveau.CONTENT
+    assert debian.p(CONF).stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in debian.p("/etc/modprobe.d").iterdir()] == ["blacklist-nouveau.conf"]  # no temp files left
     assert commands.mutations() == ["update-initramfs -u -k all", "modprobe -r nouveau"]
     file_diff, module_diff = first["diff"]
     assert file_diff["before"] == "" and file_diff["after"] == _nouveau.CONTENT

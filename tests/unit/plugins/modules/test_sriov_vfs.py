@@ -13,7 +13,11 @@ def kernel(host, monkeypatch):
     host.pci(PF, "15b3", "101d", "020000", driver="mlx5_core", sriov=(8, 0))
     host.netdev(PF, "ens1f0np0")
     sim = SriovKernel(host)
-    monkeypatch.setattr(_fs.HostFS, "write_attr", lambda self, path, value: sim.write_attr(self, path, value))
+
+    def write_attr(fs, path, value):  # a plain function, so that HostFS passes itself as fs
+        sim.write_attr(fs, path, value)
+
+    monkeypatch.setattr(_fs.HostFS, "write_attr", write_attr)
     return sim
 
 
@@ -30,7 +34,7 @@ def test_creates_vfs_and_waits(kernel, four_step):
 
 
 def test_changes_non_zero_count_through_zero(host, kernel, run_module):
-    kernel.write_attr(_fs.HostFS(), "/sys/bus/pci/devices/%s/sriov_numvfs" % PF, "2")
+    kernel.write_attr(_fs.HostFS(), f"/sys/bus/pci/devices/{PF}/sriov_numvfs", "2")
     kernel.writes.clear()
     result, failed = run_module(sriov_vfs, {"pf": PF, "num_vfs": 6})
     assert not failed and result["writes"] == [0, 6] and kernel.writes == [(PF, 0), (PF, 6)]
@@ -41,7 +45,10 @@ def test_changes_non_zero_count_through_zero(host, kernel, run_module):
 @pytest.mark.parametrize(
     "args, match",
     [
-        ({"pf": "ens1f0np0", "num_vfs": 9}, "num_vfs=9 is above the firmware limit of PF 0000:3b:00.0: sriov_totalvfs is 8"),
+        (
+            {"pf": "ens1f0np0", "num_vfs": 9},
+            "num_vfs=9 is above the firmware limit of PF 0000:3b:00.0: sriov_totalvfs is 8",
+        ),
         ({"pf": "ens1f0np0", "num_vfs": -1}, "num_vfs must be 0 or more"),
         ({"pf": "eth7", "num_vfs": 1}, "unknown PF 'eth7'"),
         ({"pf": "ens1f0;reboot", "num_vfs": 1}, "neither a PCI address nor a valid interface name"),

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import CommandFailed, ToolNotFound
+from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils._runner import Runner
+
+
+class FakeModule:
+    def __init__(self, bins, results):
+        self.bins, self.results, self.calls = bins, list(results), []
+
+    def get_bin_path(self, tool, required=False, opt_dirs=None):
+        assert "/usr/sbin" in opt_dirs and not required
+        return self.bins.get(tool)
+
+    def run_command(self, argv, environ_update=None, check_rc=False):
+        assert isinstance(argv, list) and check_rc is False
+        self.calls.append((argv, environ_update))
+        return self.results.pop(0)
+
+
+@pytest.mark.parametrize(
+    "check_mode, mutating, ran",
+    [(False, False, True), (False, True, True), (True, False, True), (True, True, False)],
+)
+def test_check_mode_skips_only_mutating_calls(check_mode, mutating, ran):
+    mod = FakeModule({"modprobe": "/usr/sbin/modprobe"}, [(0, "", "")])
+    runner = Runner(mod, check_mode=check_mode)
+    res = runner.run("modprobe", ["-r", "nouveau"], mutating=mutating)
+    assert res.argv == ["/usr/sbin/modprobe", "-r", "nouveau"] and res.rc == 0
+    assert bool(mod.calls) is ran and res.skipped is not ran
+    if ran:
+        assert mod.calls[0][1] == {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+    else:
+        assert runner.skipped == [["/usr/sbin/modprobe", "-r", "nouveau"]]
+
+
+def test_failure_keeps_exact_argv_and_output():
+    mod = FakeModule({"dracut": "/usr/bin/dracut"}, [(1, "", "dracut: cannot write\n")])
+    with pytest.raises(CommandFailed) as exc:
+        Runner(mod).run("dracut", ["--force", "--regenerate-all"], mutating=True)
+    assert exc.value.details == {
+        "cmd": ["/usr/bin/dracut", "--force", "--regenerate-all"],
+        "rc": 1,
+        "stdout": "",
+        "stderr": "dracut: cannot write\n",
+    }
+    assert "rc=1" in str(exc.value) and "dracut: cannot write" in str(exc.value)
+
+
+def test_check_false_returns_failures_and_env_is_merged():
+    mod = FakeModule({"apt-get": "/usr/bin/apt-get"}, [(100, "", "E: nope")])
+    res = Runner(mod).run("apt-get", ["install", "x"], check=False, env={"DEBIAN_FRONTEND": "noninteractive"})
+    assert res.rc == 100 and not res.ok
+    assert mod.calls[0][1]["DEBIAN_FRONTEND"] == "noninteractive" and mod.calls[0][1]["LC_ALL"] == "C"
+
+
+def test_missing_tool_names_the_package():
+    with pytest.raises(ToolNotFound, match="'setpci' not found.*install pciutils"):
+        Runner(FakeModule({}, [])).run("setpci", ["-s", "0000:00:01.0"])
+
+
+def test_realpath_keeps_absolute_links_inside_the_root(tmp_path):
+    (tmp_path / "usr/src/linux-headers-6.8.0").mkdir(parents=True)
+    (tmp_path / "lib/modules/6.8.0").mkdir(parents=True)
+    os.symlink("/usr/src/linux-headers-6.8.0", tmp_path / "lib/modules/6.8.0/build")
+    os.symlink("../../lib", tmp_path / "usr/src/lib-link")
+    fs = HostFS(str(tmp_path))
+    assert fs.realpath("/lib/modules/6.8.0/build") == "/usr/src/linux-headers-6.8.0"
+    assert fs.realpath("/usr/src/lib-link/modules/../modules/6.8.0") == "/lib/modules/6.8.0"
+    os.symlink("loop", tmp_path / "loop")
+    with pytest.raises(OSError, match="too many levels"):
+        fs.realpath("/loop")
