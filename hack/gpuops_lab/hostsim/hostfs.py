@@ -89,14 +89,24 @@ class Host:
 
 
 def write(path: Path, data: str | bytes, mode: int | None = None) -> None:
-    """Write in place (same inode, so bind-mounted files stay in sync)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data)
+    """Write in place (same inode, so bind-mounted files stay in sync); a file that already holds `data`
+    is left alone (cheaper, and its mtime does not move)."""
+    raw = data if isinstance(data, bytes) else data.encode()
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(len(raw) + 1) == raw:
+                return
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (IsADirectoryError, PermissionError):
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
+    try:
+        os.write(fd, raw)
+    finally:
+        os.close(fd)
     if mode is not None:
-        path.chmod(mode)
+        os.chmod(path, mode)
 
 
 def read(path: Path, default: str = "") -> str:
@@ -114,7 +124,10 @@ def link(path: Path, target: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
-    os.symlink(os.path.relpath(target, path.parent), path)
+    rel = os.path.relpath(target, path.parent)
+    if all(part == ".." for part in rel.split(os.sep)):  # an ancestor: ../../../<name>, as sysfs writes it
+        rel = os.path.join(os.path.relpath(target.parent, path.parent), target.name)
+    os.symlink(rel, path)
 
 
 def link_abs(path: Path, target: str) -> None:

@@ -23,6 +23,7 @@ Inside a host's namespace the namespace's init runs `apply()` whenever a watched
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -175,9 +176,14 @@ def _sync_module_dirs(host: Host, mods: list[dict[str, Any]], cat: dict[str, dic
         write(d / "taint", f"{m['taint']}\n")
         (d / "parameters").mkdir(exist_ok=True)
         holders = d / "holders"
-        clear_dir(holders)
-        for h in _holders(mods, cat, m["name"]):
-            sysfs.link(holders / h, base / h)
+        holders.mkdir(exist_ok=True)
+        want = set(_holders(mods, cat, m["name"]))
+        for h in holders.iterdir():
+            if h.name not in want:
+                remove(h)
+        for h in want:
+            if not (holders / h).is_symlink():
+                sysfs.link(holders / h, base / h)
         version = cat.get(m["name"], {}).get("version")
         if fresh and version:  # the version of the module as loaded; an upgrade on disk does not change it
             write(d / "version", f"{version}\n")
@@ -192,7 +198,7 @@ def scan_functions(host: Host) -> dict[str, dict[str, Any]]:
     if not devs.is_dir():
         return out
     for entry in sorted(devs.iterdir()):
-        d = entry.resolve()
+        d = Path(os.path.normpath(os.path.join(devs, os.readlink(entry))))
         drv = d / "driver"
         override = read(d / "driver_override").strip()
         out[entry.name] = {
@@ -319,14 +325,15 @@ def _sriov(host: Host, funcs: dict[str, dict[str, Any]]) -> list[str]:
             host.kernel_log(f"{who}: sriov_numvfs write {text!r}: -EINVAL")
             write(numvfs, f"{cur}\n")
             continue
-        if pf["driver"] is None and cur:
+        forced = pf["driver"] is None and cur > 0
+        if forced:
             want = 0  # the PF driver went away: it disables SR-IOV on its way out
         if want == cur:
-            if text != str(cur):
-                write(numvfs, f"{cur}\n")
             continue
         error = None
-        if want > total:
+        if forced:
+            pass
+        elif want > total:
             error = f"sriov_numvfs write {want}: -ERANGE (TotalVFs {total})"
         elif pf["driver"] is None:
             error = "no driver bound to device; cannot configure SR-IOV (-ENOENT)"
@@ -345,7 +352,8 @@ def _sriov(host: Host, funcs: dict[str, dict[str, Any]]) -> list[str]:
                     _remove_function(host, funcs.pop(vaddr))
                 remove(v)
             write(cfg, pciconfig.set_num_vfs(cfg.read_bytes(), 0))
-            write(numvfs, "0\n")
+            if forced:
+                write(numvfs, "0\n")
             host.kernel_log(f"{who}: disabled {cur} VFs")
             events.append(f"{addr}: removed {cur} VFs")
             continue
@@ -369,7 +377,6 @@ def _sriov(host: Host, funcs: dict[str, dict[str, Any]]) -> list[str]:
                 "override": None,
             }
         write(cfg, pciconfig.set_num_vfs(cfg.read_bytes(), want))
-        write(numvfs, f"{want}\n")
         host.kernel_log(f"{who}: enabled {want} VFs")
         events.append(f"{addr}: created {want} VFs")
     return events
@@ -573,18 +580,21 @@ def boot_modules(host: Host, initramfs_cfg: dict[str, Any], rootfs_cfg: dict[str
             host.kernel_log(f"boot: modprobe {name}: {exc}")
             return False
 
-    funcs = scan_functions(host)
     for stage, cfg in (("initramfs", initramfs_cfg), ("rootfs", rootfs_cfg)):
+        funcs = scan_functions(host)
+        tried: set[str] = set()
         for addr in sorted(funcs):
-            f = scan_functions(host).get(addr)
+            f = funcs.get(addr)
             if f is None or f["driver"]:
                 continue
             for m in catalog.driver_candidates(f["vendor"], f["class"], f["is_vf"]):
-                if m not in cat or m in cfg["blacklist"] or refused_by_install(cfg, m):
+                if m not in cat or m in cfg["blacklist"] or refused_by_install(cfg, m) or m in tried:
                     continue
                 if stage == "initramfs" and m not in catalog.INITRAMFS_STAGE:
                     continue
+                tried.add(m)
                 if try_load(m, catalog.BOOT_USERS.get(m, 0)):
+                    funcs = scan_functions(host)
                     break
         if stage == "rootfs":
             for m in ("mlx5_core",):
@@ -638,7 +648,7 @@ def reboot(host: Host) -> list[str]:
     h = dict(meta["host"], cmdline=cmdline)
     with host.lock():
         tree.write_volatile(host, h)
-        keep = {n: read(host.p(f"{SIM_RUN}/{n}")) for n in ("tree", "calls.log", "kernel.log")}
+        keep = {n: read(host.p(f"{SIM_RUN}/{n}")) for n in ("tree", "uname.json", "calls.log", "kernel.log")}
         for child in host.p("/run").iterdir():
             remove(child)
         for n, text in keep.items():

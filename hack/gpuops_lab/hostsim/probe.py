@@ -42,7 +42,7 @@ def modules(tree: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
 
 
 def _link_name(p: Path) -> str | None:
-    return os.path.basename(os.readlink(p)) if p.is_symlink() else None
+    return os.path.basename(os.path.realpath(p)) if p.is_symlink() else None
 
 
 def pci(tree: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:

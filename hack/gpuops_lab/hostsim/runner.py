@@ -1,4 +1,4 @@
-"""Run a command with a simulated host's tree presented at the real paths, in private mount and PID
+"""Run a command with a simulated host's tree presented at the real paths, in private mount, PID and UTS
 namespaces (root only; nothing on the machine changes, every mount vanishes with the namespace).
 
     python -m gpuops_lab.hostsim run --tree TREE -- CMD [ARGS...]
@@ -15,6 +15,11 @@ Inside the namespace:
   writable) and, for everything else (self, cpuinfo, meminfo, mounts, sys, numeric PIDs present at
   start, ...), symlinks into a read-only procfs of the new PID namespace mounted at /proc/.real (so
   /proc/sys and /proc/sysrq-trigger cannot change the machine).
+- The kernel's identity is the simulated one: the hostname is the host's name (UTS namespace),
+  /proc/sys/kernel/{osrelease,version} and /proc/version carry the profile's kernel_release, the `uname`
+  shim prints it, and PYTHONPATH starts with pyshim/ whose sitecustomize makes os.uname() (hence
+  platform.release(), Ansible's ansible_kernel) report it. /proc/cpuinfo and /proc/meminfo stay the
+  machine's.
 - PID 1 is this runner (named "systemd" so that service-manager detection sees systemd); it runs the
   command as its child, reaps orphans, and is the simulated kernel's event loop: it polls the sysfs files
   the kernel reacts to (sriov_numvfs, drivers/*/bind|unbind, drivers_probe) every 20 ms and runs
@@ -66,8 +71,6 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int = 0, 
 
 
 def check_tree(tree: Path) -> None:
-    if not (tree / ".hostsim" / "meta.json").is_file():
-        raise SystemExit(f"hostsim: {tree} is not a simulated host tree (no .hostsim/meta.json)")
     for d in OVERLAY_DIRS + ("proc", "sys"):
         if tree == Path("/" + d) or Path("/" + d) in tree.parents:
             raise SystemExit(f"hostsim: the tree {tree} must not live under /{d} (it is overlaid in the namespace)")
@@ -77,6 +80,8 @@ def check_tree(tree: Path) -> None:
         p = Path("/" + d)
         if p.exists() and not p.is_symlink():
             raise SystemExit(f"hostsim: /{d} is not a symlink into /usr on this machine (merged /usr needed)")
+    if not (tree / ".hostsim" / "meta.json").is_file():
+        raise SystemExit(f"hostsim: {tree} is not a simulated host tree (no .hostsim/meta.json)")
 
 
 def setup_mounts(tree: Path) -> None:
@@ -105,6 +110,20 @@ def setup_mounts(tree: Path) -> None:
         _mount(str(e), target, None, MS_BIND)
     _mount(None, "/proc", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount(str(tree / "sys"), "/sys", None, MS_BIND | MS_REC)
+    # the simulated kernel's identity: /proc/sys/kernel/{osrelease,version} and the hostname (UTS namespace)
+    import json  # noqa: PLC0415
+
+    u = json.loads((tree / "run/gpuops-sim/uname.json").read_text())
+    ident = tree / ".hostsim" / "ident"
+    ident.mkdir(exist_ok=True)
+    for name, text in (("osrelease", u["release"]), ("version", u["version"])):
+        (ident / name).write_text(text + "\n")
+        _mount(str(ident / name), f"/proc/.real/sys/kernel/{name}", None, MS_BIND)
+        _mount(None, f"/proc/.real/sys/kernel/{name}", None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    hostname = (tree / "etc/hostname").read_text().strip() if (tree / "etc/hostname").exists() else "localhost"
+    socket_name = hostname.encode()
+    if _load_libc().sethostname(socket_name, len(socket_name)) != 0:
+        raise OSError(ctypes.get_errno(), "sethostname")
 
 
 def _status(st: int) -> int:
@@ -133,6 +152,8 @@ def init(tree: Path, cmd: list[str]) -> int:
     if child == 0:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(s, signal.SIG_DFL)
+        pyshim = str(Path(__file__).resolve().parent / "pyshim")  # os.uname() of the simulated kernel
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (pyshim, os.environ.get("PYTHONPATH")) if p)
         try:
             os.execvp(cmd[0], cmd)
         except OSError as exc:
@@ -166,12 +187,12 @@ def init(tree: Path, cmd: list[str]) -> int:
             rc = 127 if rc is None else rc
         now = _stats(files)
         if now != seen:
+            seen = now  # taken before apply(): a write racing with it is seen on the next round
             try:
                 apply(host)
             except Exception:  # the kernel loop must survive a bad write; log it like an oops
                 host.kernel_log("hostsim kernel: " + traceback.format_exc().replace("\n", " | "))
             files = watched_files(host)
-            seen = _stats(files)
         if rc is None:
             time.sleep(POLL_S)
     if _stats(watched_files(host)) != seen:
@@ -192,7 +213,7 @@ def run(tree: str | os.PathLike[str], cmd: list[str]) -> int:
     _load_libc()
     from . import hostfs, kernel  # noqa: F401, PLC0415 - imported before the fork, like libc
 
-    os.unshare(os.CLONE_NEWNS | os.CLONE_NEWPID)
+    os.unshare(os.CLONE_NEWNS | os.CLONE_NEWPID | os.CLONE_NEWUTS)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     pid = os.fork()
     if pid == 0:

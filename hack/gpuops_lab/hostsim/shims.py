@@ -19,7 +19,7 @@ from . import catalog, kernel, packages, services
 from .hostfs import SIM_RUN, Host, read, write
 
 SBIN = ("modprobe", "rmmod", "lsmod", "modinfo", "depmod", "update-grub")
-BIN = ("systemctl", "apt-get", "mokutil")
+BIN = ("systemctl", "apt-get", "mokutil", "uname")
 
 
 def install(host: Host, python: str, hack: str, initramfs_tool: str) -> None:
@@ -365,6 +365,50 @@ def mokutil(host: Host, args: list[str]) -> int:
     return 0
 
 
+def uname(host: Host, args: list[str]) -> int:
+    """uname(1) with the simulated kernel's release and version (the real one asks the real kernel)."""
+    import os  # noqa: PLC0415
+
+    u = json.loads(read(host.p(f"{SIM_RUN}/uname.json")))
+    r = os.uname()
+    fields = {
+        "s": r.sysname,
+        "n": r.nodename,
+        "r": u["release"],
+        "v": u["version"],
+        "m": u["machine"],
+        "p": u["machine"],
+        "i": u["machine"],
+        "o": "GNU/Linux",
+    }
+    long = {
+        "--kernel-name": "s",
+        "--nodename": "n",
+        "--kernel-release": "r",
+        "--kernel-version": "v",
+        "--machine": "m",
+        "--processor": "p",
+        "--hardware-platform": "i",
+        "--operating-system": "o",
+        "--all": "a",
+    }
+    want: list[str] = []
+    for a in args:
+        if a in long:
+            want.append(long[a])
+        elif a.startswith("-") and not a.startswith("--"):
+            want += list(a[1:])
+        else:
+            err(f"uname: unrecognized option '{a}'")
+            return 1
+    if "a" in want:
+        want = ["s", "n", "r", "v", "m", "o"]
+    want = want or ["s"]
+    order = "snrvmpio"
+    print(" ".join(fields[k] for k in sorted(set(want), key=order.index) if k in fields))
+    return 0
+
+
 # ---------------------------------------------------------------- systemctl
 
 
@@ -609,6 +653,7 @@ TOOLS: dict[str, Callable[[Host, list[str]], int]] = {
     "mokutil": mokutil,
     "systemctl": systemctl,
     "apt-get": apt_get,
+    "uname": uname,
 }
 
 
@@ -628,5 +673,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a shim bug must not look like the tool's own failure
         err(f"{tool} (gpuops hostsim shim) crashed: {exc!r}")
         rc = 125
-    host.call_log(tool, [tool, *args], rc)
+    if tool != "uname":  # too frequent to be interesting
+        host.call_log(tool, [tool, *args], rc)
     return rc

@@ -13,15 +13,15 @@ Layout (paths as on the host; each lives at <tree>/<path>):
   sys/module/<m>/ (refcnt, holders/, initstate, taint, version for nvidia and OFED modules)
   sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c (when secure_boot is known)
   sys/devices/system/node/nodeN/cpulist
-  proc/cmdline  proc/modules  proc/driver/nvidia/version (nvidia loaded)
+  proc/cmdline  proc/modules  proc/version  proc/driver/nvidia/{version,gpus/<addr>/information} (nvidia loaded)
   etc/os-release etc/hostname etc/modprobe.d/ etc/modules-load.d/ etc/modules etc/default/grub
   etc/systemd/system/
   usr/lib/modules/<release>/{modules.dep, kernel/**.ko, updates/dkms/*.ko, build -> ../../../src/...}
   usr/src/linux-headers-<release>/ (headers installed)   usr/lib/systemd/system/<unit>
-  usr/sbin/{modprobe,rmmod,lsmod,modinfo,depmod,update-initramfs|…,update-grub}, usr/bin/{systemctl,apt-get,
-  mokutil[,dracut]}: the shims
+  usr/sbin/{modprobe,rmmod,lsmod,modinfo,depmod,update-grub,update-initramfs}, usr/bin/{systemctl,apt-get,
+  mokutil,uname}: the shims (usr/bin/dracut instead of update-initramfs with initramfs_tool: dracut)
   var/lib/dpkg/status   boot/{vmlinuz,initrd.img}-<release>   boot/grub/grub.cfg
-  run/gpuops-sim/{tree,calls.log,kernel.log,units.json}  run/systemd/system/
+  run/gpuops-sim/{tree,uname.json,calls.log,kernel.log,units.json}  run/systemd/system/
   .hostsim/ (meta.json, modules.json, state.json, lock, overlay work dirs): the simulation's own
 """
 
@@ -58,6 +58,13 @@ def os_release(os_id: str, version_id: str) -> str:
     if os_id == "ubuntu":
         lines.append(f"UBUNTU_CODENAME={codename}")
     return "\n".join(lines) + "\n"
+
+
+def uname(h: dict[str, Any]) -> dict[str, str]:
+    """What uname(2) reports on the simulated host (the runner's sitecustomize and uname shim use it)."""
+    rel = h["kernel_release"]
+    abi = rel.split("-")[1] if "-" in rel else "1"
+    return {"release": rel, "version": f"#{abi}-Ubuntu SMP Fri Aug  2 19:25:20 UTC 2024", "machine": "x86_64"}
 
 
 def split_cmdline(cmdline: str) -> tuple[str, str, str]:
@@ -109,6 +116,12 @@ def write_volatile(host: Host, h: dict[str, Any]) -> None:
     clear_dir(sysd)
     clear_dir(procd)
     write(procd / "cmdline", h["cmdline"] + "\n")
+    u = uname(h)
+    write(
+        procd / "version",
+        f"Linux version {u['release']} (buildd@lcy02-amd64-086) (gcc (Ubuntu) 11.4.0, GNU ld "
+        f"(GNU Binutils for Ubuntu) 2.38) {u['version']}\n",
+    )
     write(procd / "modules", "")
     (procd / "driver").mkdir()
     for d in (
@@ -221,6 +234,7 @@ def build_tree(
     write(host.p("/boot/grub/grub.cfg"), grub_cfg(rel, root_args, f"{linux_args} {default_args}".strip()))
     # run
     write(host.p(f"{SIM_RUN}/tree"), str(dest) + "\n")
+    write(host.p(f"{SIM_RUN}/uname.json"), json.dumps(uname(h)) + "\n")
     for f in ("calls.log", "kernel.log"):
         write(host.p(f"{SIM_RUN}/{f}"), "")
     host.p("/run/systemd/system").mkdir(parents=True, exist_ok=True)
