@@ -24,6 +24,7 @@ help:
 $(VENV)/.stamp: requirements/dev.txt requirements/constraints.txt
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (pyenv install 3.12 or apt-get install python3.12) or set PYTHON312=/path/to/python3.12" >&2; exit 3; }
 	$(PYTHON312) -m venv $(VENV)
+	bash hack/host-deps.sh
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
 	touch $@
 

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "up":
             lab.up()
             if args.inventory_nodes:
-                created = nodes.sync_inventory(nodes.api(cfg))
+                created = nodes.sync_inventory(nodes.api(cfg), hosts_root=cfg.hosts)
                 print(f"inventory nodes: {', '.join(created) or 'all present'}")
         elif args.cmd == "down":
             stopped = lab.down()
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise LabError("name the nodes to remove, or pass --profile NAME")
                 print(f"removed: {' '.join(nodes.remove(core, args.names, args.profile)) or 'nothing'}")
             else:
-                print(f"created: {' '.join(nodes.sync_inventory(core)) or 'all present'}")
+                print(f"created: {' '.join(nodes.sync_inventory(core, hosts_root=cfg.hosts)) or 'all present'}")
         elif args.cmd == "table":
             core = nodes.api(cfg)
             if args.wait:

@@ -91,6 +91,11 @@ class LabConfig:
         return self.state / "run"
 
     @property
+    def hosts(self) -> Path:
+        """Simulated hosts (root filesystems + python wrappers) of the inventory's nodes."""
+        return self.state / "hosts"
+
+    @property
     def chart_repo_dir(self) -> Path:
         return self.state / "chart-repo"
 

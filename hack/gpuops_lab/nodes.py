@@ -77,10 +77,16 @@ def inventory_nodes(path: Path = LOCAL_INVENTORY) -> dict[str, str]:
     return out
 
 
-def sync_inventory(core: client.CoreV1Api, path: Path = LOCAL_INVENTORY) -> list[str]:
+def sync_inventory(core: client.CoreV1Api, path: Path = LOCAL_INVENTORY, hosts_root: Path | None = None) -> list[str]:
+    """One simulated Kubernetes node per inventory host, and (with hosts_root) one simulated host root
+    filesystem each, for the host-plane roles. Existing nodes and hosts are kept as they are."""
+    from .hostsim.hosts import create_host
+
     created = []
     for host, prof in inventory_nodes(path).items():
         created += add(core, prof, names=[host])
+        if hosts_root is not None and not (hosts_root / host).exists():
+            create_host(prof, host, hosts_root)
     return created
 
 
