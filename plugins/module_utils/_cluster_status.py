@@ -1,0 +1,518 @@
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""GPU cluster status: a constant number of list calls (``collect``), then pure functions that turn the
+listed objects (plain dicts as the API server returns them) into a per-node view (``build_view``) and the
+module result (``result``). The diagnosis rules live in ``_diagnosis``."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
+
+NFD = "feature.node.kubernetes.io"
+GPU_PRESENT = "nvidia.com/gpu.present"
+NVIDIA_NFD_LABELS = (f"{NFD}/pci-10de.present", f"{NFD}/pci-0302_10de.present", f"{NFD}/pci-0300_10de.present")
+AMD_LABELS = (f"{NFD}/amd-gpu", f"{NFD}/pci-1002.present")
+NVIDIA_GPU = "nvidia.com/gpu"
+AMD_GPU = "amd.com/gpu"
+
+# Operand DaemonSets of the NVIDIA GPU Operator (upstream names; pods carry app=<name>).
+DRIVER = "nvidia-driver-daemonset"
+TOOLKIT = "nvidia-container-toolkit-daemonset"
+DEVICE_PLUGIN = "nvidia-device-plugin-daemonset"
+GFD = "gpu-feature-discovery"
+DCGM_EXPORTER = "nvidia-dcgm-exporter"
+MIG_MANAGER = "nvidia-mig-manager"
+VALIDATOR = "nvidia-operator-validator"
+OPERATOR_LABELS = (("app", "gpu-operator"), ("app.kubernetes.io/component", "gpu-operator"))
+AMD_OPERATOR_LABELS = (("control-plane", "controller-manager"),)
+
+CLUSTER_POLICY = ("nvidia.com", "v1", "clusterpolicies")
+DEVICE_CONFIG = ("amd.com", "v1alpha1", "deviceconfigs")
+
+_LABEL_PREFIXES = ("nvidia.com/", "amd.com/", "beta.amd.com/", f"{NFD}/pci-10de", f"{NFD}/pci-03", f"{NFD}/pci-1002")
+_GPU_RESOURCE = re.compile(r"^(nvidia\.com/gpu(\.shared)?|nvidia\.com/mig-.+|amd\.com/gpu.*)$")
+
+
+# -- collection: the only function that talks to the API server ---------------------------------------------
+def collect(reader, operator_namespace, amd_namespace):
+    """List everything the view needs: nodes, pods and DaemonSets of the operator namespace, pods of the AMD
+    namespace, ClusterPolicies and DeviceConfigs. Six requests (five when both namespaces are the same),
+    whatever the number of nodes."""
+    raw = {
+        "nodes": reader.nodes(),
+        "pods": reader.pods(operator_namespace),
+        "daemonsets": reader.daemonsets(operator_namespace),
+        "cluster_policies": reader.cluster_custom(*CLUSTER_POLICY),
+        "device_configs": reader.namespaced_custom(DEVICE_CONFIG[0], DEVICE_CONFIG[1], amd_namespace, DEVICE_CONFIG[2]),
+    }
+    raw["amd_pods"] = reader.pods(amd_namespace) if amd_namespace != operator_namespace else []
+    return raw
+
+
+def gather(reader, params):
+    """collect + build_view + diagnose: the module result (without ``changed``)."""
+    selector = parse_selector(params.get("node_selector"))
+    raw = collect(reader, params["operator_namespace"], params["amd_namespace"])
+    view = build_view(raw, params, selector)
+    findings = _diagnosis.diagnose(view)
+    return result(view, findings, api_requests=reader.requests)
+
+
+# -- label selectors (client-side, on the one node list) ----------------------------------------------------
+_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
+_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_EXISTS = re.compile(rf"^(?P<neg>!?)\s*(?P<key>{_KEY})$")
+_EQUALITY = re.compile(rf"^(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE})$")
+_SET = re.compile(rf"^(?P<key>{_KEY})\s+(?P<op>in|notin)\s+\((?P<values>[^()]*)\)$")
+
+
+def _split_requirements(text):
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def parse_selector(text):
+    """A Kubernetes label selector (``a=b,c!=d,e,!f,g in (x,y),h notin (z)``) as a list of
+    (key, operator, values) requirements; None for no selector. InvalidInput when malformed."""
+    if text is None or not str(text).strip():
+        return None
+    reqs = []
+    for part in _split_requirements(str(text)):
+        m = _SET.match(part)
+        if m:
+            values = {v.strip() for v in m.group("values").split(",") if v.strip()}
+            reqs.append((m.group("key"), m.group("op"), values))
+            continue
+        m = _EQUALITY.match(part)
+        if m:
+            reqs.append((m.group("key"), "!=" if m.group("op") == "!=" else "=", {m.group("value")}))
+            continue
+        m = _EXISTS.match(part)
+        if m:
+            reqs.append((m.group("key"), "!" if m.group("neg") else "exists", set()))
+            continue
+        raise InvalidInput(
+            f"node_selector {text!r}: cannot parse requirement {part!r}; use Kubernetes label selector syntax, "
+            "for example 'nvidia.com/gpu.present=true,pool in (train,infer)'",
+            node_selector=text,
+        )
+    return reqs
+
+
+def selector_matches(reqs, labels):
+    for key, op, values in reqs:
+        have = key in labels
+        value = labels.get(key)
+        ok = {
+            "=": have and value in values,
+            "in": have and value in values,
+            "!=": not have or value not in values,
+            "notin": not have or value not in values,
+            "exists": have,
+            "!": not have,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+# -- objects -> plain views -------------------------------------------------------------------------------
+def gpu_vendor(labels, allocatable=None):
+    """'nvidia', 'amd' or None, from the operator/NFD labels or advertised resources."""
+    allocatable = allocatable or {}
+    if labels.get(GPU_PRESENT) == "true" or any(labels.get(k) == "true" for k in NVIDIA_NFD_LABELS):
+        return "nvidia"
+    if any(k == NVIDIA_GPU or k.startswith("nvidia.com/mig-") for k in allocatable):
+        return "nvidia"
+    if any(labels.get(k) == "true" for k in AMD_LABELS) or AMD_GPU in allocatable:
+        return "amd"
+    return None
+
+
+def _quantity(value):
+    try:
+        return int(str(value))
+    except ValueError:
+        return str(value)
+
+
+def gpu_resources(resources):
+    return {k: _quantity(v) for k, v in sorted((resources or {}).items()) if _GPU_RESOURCE.match(k)}
+
+
+def condition(conditions, ctype):
+    return next((c for c in conditions or () if c.get("type") == ctype), None)
+
+
+def pod_node(pod):
+    """The node a pod runs on or, for a DaemonSet pod not yet scheduled, the node its affinity binds it to
+    (matchFields metadata.name)."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}).get("nodeSelectorTerms") or ()
+    for term in required:
+        for field in term.get("matchFields") or ():
+            if field.get("key") == "metadata.name" and field.get("operator") == "In" and field.get("values"):
+                return field["values"][0]
+    return None
+
+
+def pod_component(pod):
+    """(component, owner kind): the owning DaemonSet's name, else the app label."""
+    meta = pod.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "DaemonSet":
+            return ref.get("name"), "DaemonSet"
+    labels = meta.get("labels") or {}
+    kind = (meta.get("ownerReferences") or [{}])[0].get("kind")
+    return labels.get("app") or labels.get("app.kubernetes.io/name") or meta.get("name"), kind
+
+
+def _waiting(cstatus):
+    return ((cstatus or {}).get("state") or {}).get("waiting")
+
+
+def _terminated_ok(cstatus):
+    term = ((cstatus or {}).get("state") or {}).get("terminated")
+    return bool(term) and term.get("exitCode") == 0
+
+
+def failing_init_step(pod):
+    """The first init container not terminated successfully, with its status (None when all are done)."""
+    spec_names = [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or ()]
+    statuses = {c.get("name"): c for c in (pod.get("status") or {}).get("initContainerStatuses") or ()}
+    for name in spec_names or list(statuses):
+        if not _terminated_ok(statuses.get(name)):
+            return name, statuses.get(name)
+    return None, None
+
+
+def _describe_container(cstatus):
+    if not cstatus:
+        return "not started"
+    state = cstatus.get("state") or {}
+    for key in ("waiting", "running", "terminated"):
+        if key in state and state[key] is not None:
+            s = state[key]
+            bits = [key]
+            if s.get("reason"):
+                bits.append(s["reason"])
+            if key == "terminated":
+                bits.append(f"exit {s.get('exitCode')}")
+            if s.get("message"):
+                bits.append(str(s["message"])[:200])
+            return " ".join(bits)
+    return "unknown"
+
+
+def pod_view(pod):
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    component, owner_kind = pod_component(pod)
+    phase = status.get("phase") or "Unknown"
+    containers = status.get("containerStatuses") or []
+    inits = status.get("initContainerStatuses") or []
+    ready_cond = condition(status.get("conditions"), "Ready")
+    sched_cond = condition(status.get("conditions"), "PodScheduled")
+    ready = bool(ready_cond) and ready_cond.get("status") == "True" and phase == "Running"
+    restarts = sum(int(c.get("restartCount") or 0) for c in containers + inits)
+    crash = next(
+        (c for c in inits + containers if (_waiting(c) or {}).get("reason") == "CrashLoopBackOff"),
+        None,
+    )
+    init_step, init_status = failing_init_step(pod) if phase == "Pending" else (None, None)
+    scheduled = bool(spec.get("nodeName")) and not (sched_cond and sched_cond.get("status") == "False")
+    reason, message, container = status.get("reason"), status.get("message"), None
+    if meta.get("deletionTimestamp"):
+        state = "Terminating"
+    elif crash is not None and int(crash.get("restartCount") or 0) > 0:
+        state, container = "CrashLoopBackOff", crash.get("name")
+        reason, message = "CrashLoopBackOff", _describe_container(crash)
+        last = (crash.get("lastState") or {}).get("terminated")
+        if last:
+            message = f"last exit {last.get('exitCode')} {last.get('reason') or ''}".strip()
+            if last.get("message"):
+                message += f": {str(last['message'])[:300]}"
+    elif phase == "Pending" and not scheduled:
+        state = "Unschedulable" if sched_cond and sched_cond.get("status") == "False" else "Pending"
+        if sched_cond:
+            reason, message = sched_cond.get("reason") or reason, sched_cond.get("message") or message
+    elif phase == "Pending" and init_step:
+        state, container = "Init", init_step
+        waiting = _waiting(init_status) or {}
+        reason, message = waiting.get("reason") or reason, _describe_container(init_status)
+    elif phase == "Pending":
+        waiting = next((_waiting(c) for c in containers if _waiting(c)), None) or {}
+        state = waiting.get("reason") or "Pending"
+        reason, message = waiting.get("reason") or reason, waiting.get("message") or message
+    elif phase == "Running":
+        state = "Running" if ready else "NotReady"
+        if not ready:
+            waiting = next((c for c in containers if not c.get("ready")), None)
+            container = (waiting or {}).get("name")
+            message = _describe_container(waiting) if waiting else message
+    else:
+        state = phase
+    return {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "node": pod_node(pod),
+        "component": component,
+        "owner_kind": owner_kind,
+        "phase": phase,
+        "state": state,
+        "ready": ready,
+        "restarts": restarts,
+        "scheduled": scheduled,
+        "container": container,
+        "init_step": init_step,
+        "reason": reason,
+        "message": message,
+        "node_selector": dict(spec.get("nodeSelector") or {}),
+        "labels": dict(meta.get("labels") or {}),
+    }
+
+
+def node_view(node, vendor):
+    meta, status, spec = node.get("metadata") or {}, node.get("status") or {}, node.get("spec") or {}
+    labels = meta.get("labels") or {}
+    ready = condition(status.get("conditions"), "Ready") or {}
+    info = status.get("nodeInfo") or {}
+    alloc = gpu_resources(status.get("allocatable"))
+    return {
+        "name": meta.get("name"),
+        "vendor": vendor,
+        "product": labels.get("nvidia.com/gpu.product")
+        or labels.get("amd.com/gpu.product-name")
+        or labels.get("beta.amd.com/gpu.product-name"),
+        "ready": ready.get("status") == "True",
+        "ready_reason": ready.get("reason"),
+        "ready_message": ready.get("message"),
+        "unschedulable": bool(spec.get("unschedulable")),
+        "kernel": info.get("kernelVersion"),
+        "kubelet_version": info.get("kubeletVersion"),
+        "labels": {k: v for k, v in sorted(labels.items()) if k.startswith(_LABEL_PREFIXES) or k == f"{NFD}/amd-gpu"},
+        "allocatable": alloc,
+        "capacity": gpu_resources(status.get("capacity")),
+        "gpus": sum(v for k, v in alloc.items() if isinstance(v, int) and k in (NVIDIA_GPU, AMD_GPU))
+        + sum(v for k, v in alloc.items() if isinstance(v, int) and k.startswith("nvidia.com/mig-")),
+        "operands": [],
+        "host_facts": False,
+    }
+
+
+def daemonset_view(ds):
+    meta, spec, status = ds.get("metadata") or {}, ds.get("spec") or {}, ds.get("status") or {}
+    tmpl = (spec.get("template") or {}).get("spec") or {}
+    return {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "node_selector": dict(tmpl.get("nodeSelector") or {}),
+        "desired": status.get("desiredNumberScheduled", 0),
+        "ready": status.get("numberReady", 0),
+        "available": status.get("numberAvailable", 0),
+        "misscheduled": status.get("numberMisscheduled", 0),
+    }
+
+
+def _conditions(obj):
+    return [
+        {k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+        for c in ((obj.get("status") or {}).get("conditions") or ())
+    ]
+
+
+def cluster_policies_view(items):
+    """Installed flag, the items (name, state, conditions, created, active) and the active name: the
+    operator reconciles the oldest ClusterPolicy (creationTimestamp, then name) and marks the others ignored."""
+    if items is None:
+        return {"installed": False, "active": None, "items": []}
+    ordered = sorted(items, key=lambda o: ((o["metadata"].get("creationTimestamp") or ""), o["metadata"]["name"]))
+    active = ordered[0]["metadata"]["name"] if ordered else None
+    out = []
+    for obj in ordered:
+        status = obj.get("status") or {}
+        out.append(
+            {
+                "name": obj["metadata"]["name"],
+                "state": status.get("state"),
+                "created": obj["metadata"].get("creationTimestamp"),
+                "active": obj["metadata"]["name"] == active,
+                "conditions": _conditions(obj),
+            }
+        )
+    return {"installed": True, "active": active, "items": out}
+
+
+def device_configs_view(items):
+    if items is None:
+        return {"installed": False, "items": []}
+    out = []
+    for obj in sorted(items, key=lambda o: o["metadata"]["name"]):
+        status = obj.get("status") or {}
+        out.append(
+            {
+                "name": obj["metadata"]["name"],
+                "namespace": obj["metadata"].get("namespace"),
+                "selector": dict((obj.get("spec") or {}).get("selector") or {}),
+                "device_plugin": dict(status.get("devicePlugin") or {}),
+                "driver": dict(status.get("driver") or {}),
+                "metrics_exporter": dict(status.get("metricsExporter") or {}),
+                "node_module_status": dict(status.get("nodeModuleStatus") or {}),
+                "conditions": _conditions(obj),
+            }
+        )
+    return {"installed": True, "items": out}
+
+
+def _has_labels(labels, pairs):
+    return any(labels.get(k) == v for k, v in pairs)
+
+
+def match_host_facts(host_facts, node_names):
+    """node name -> gpuops_host facts. Keys match a node by name or by short name (first DNS label); a value
+    may be the facts themselves or a dict holding them under ``gpuops_host`` (or ``ansible_facts``)."""
+    if not host_facts:
+        return {}
+    by_short = {}
+    for key, facts in host_facts.items():
+        if isinstance(facts, dict):
+            facts = (facts.get("ansible_facts") or facts).get("gpuops_host") or facts
+        by_short.setdefault(str(key), facts)
+        by_short.setdefault(str(key).split(".")[0], facts)
+    out = {}
+    for name in node_names:
+        facts = by_short.get(name, by_short.get(name.split(".")[0]))
+        if isinstance(facts, dict):
+            out[name] = facts
+    return out
+
+
+def build_view(raw, params, selector=None):
+    """Everything the diagnosis rules and the result need, from the listed objects."""
+    all_labels, gpu_nodes = {}, {}
+    for node in raw["nodes"]:
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        all_labels[meta.get("name")] = labels
+        vendor = gpu_vendor(labels, (node.get("status") or {}).get("allocatable"))
+        selected = selector_matches(selector, labels) if selector is not None else vendor is not None
+        if selected:
+            gpu_nodes[meta.get("name")] = node_view(node, vendor)
+    operator_pods, operand_pods = [], []
+    for pod, vendor in [(p, "nvidia") for p in raw["pods"]] + [(p, "amd") for p in raw.get("amd_pods") or ()]:
+        view = pod_view(pod)
+        view["vendor"] = vendor
+        labels = view["labels"]
+        if view["owner_kind"] == "DaemonSet" or (view["node"] and view["component"] != view["name"]):
+            operand_pods.append(view)
+            if view["node"] in gpu_nodes:
+                gpu_nodes[view["node"]]["operands"].append(view)
+        if view["owner_kind"] != "DaemonSet" and (
+            _has_labels(labels, OPERATOR_LABELS) or (vendor == "amd" and _has_labels(labels, AMD_OPERATOR_LABELS))
+        ):
+            operator_pods.append(view)
+    for node in gpu_nodes.values():
+        node["operands"].sort(key=lambda p: (p["component"] or "", p["name"]))
+    facts = match_host_facts(params.get("host_facts"), list(gpu_nodes))
+    for name in facts:
+        gpu_nodes[name]["host_facts"] = True
+    return {
+        "operator_namespace": params["operator_namespace"],
+        "amd_namespace": params["amd_namespace"],
+        "nodes": [gpu_nodes[n] for n in sorted(gpu_nodes)],
+        "node_labels": all_labels,
+        "node_ready": {
+            (n.get("metadata") or {}).get("name"): (
+                condition((n.get("status") or {}).get("conditions"), "Ready") or {}
+            ).get("status")
+            == "True"
+            for n in raw["nodes"]
+        },
+        "operand_pods": operand_pods,
+        "operator_pods": operator_pods,
+        "daemonsets": {d["name"]: d for d in (daemonset_view(ds) for ds in raw["daemonsets"])},
+        "cluster_policies": cluster_policies_view(raw["cluster_policies"]),
+        "device_configs": device_configs_view(raw["device_configs"]),
+        "host_facts": facts,
+    }
+
+
+# -- result -----------------------------------------------------------------------------------------------
+_POD_KEYS = ("name", "component", "phase", "state", "ready", "restarts", "container", "init_step", "reason", "message")
+
+
+def _public_pod(pod, with_node=False):
+    out = {k: pod[k] for k in _POD_KEYS}
+    if with_node:
+        out = {"node": pod["node"], "namespace": pod["namespace"], **out}
+    return out
+
+
+def summarize(view, findings):
+    nodes = view["nodes"]
+    totals = {}
+    for node in nodes:
+        for key, value in node["allocatable"].items():
+            if isinstance(value, int):
+                totals[key] = totals.get(key, 0) + value
+    cps = view["cluster_policies"]
+    dcs = view["device_configs"]
+    active = next((c for c in cps["items"] if c["active"]), None)
+    return {
+        "nodes_total": len(view["node_labels"]),
+        "gpu_nodes": len(nodes),
+        "gpu_nodes_by_vendor": {v: sum(1 for n in nodes if n["vendor"] == v) for v in sorted({n["vendor"] or "unknown" for n in nodes})},
+        "gpu_nodes_ready": sum(1 for n in nodes if n["ready"] and n["gpus"] > 0),
+        "allocatable": totals,
+        "operand_pods": len(view["operand_pods"]),
+        "operand_pods_ready": sum(1 for p in view["operand_pods"] if p["ready"]),
+        "cluster_policy": (active or {}).get("state") if cps["installed"] else "not installed",
+        "cluster_policies": len(cps["items"]),
+        "device_config": ("installed" if dcs["items"] else "none") if dcs["installed"] else "not installed",
+        "device_configs": len(dcs["items"]),
+        "findings": {s: sum(1 for f in findings if f["severity"] == s) for s in _diagnosis.SEVERITIES},
+        "healthy": not any(f["severity"] == "error" for f in findings),
+    }
+
+
+def result(view, findings, api_requests):
+    nodes = []
+    for node in view["nodes"]:
+        node = dict(node)
+        node["operands"] = [_public_pod(p) for p in node["operands"]]
+        nodes.append(node)
+    return {
+        "nodes": nodes,
+        "operator": {
+            "namespace": view["operator_namespace"],
+            "pods": [_public_pod(p, with_node=True) for p in view["operator_pods"]],
+            "daemonsets": [view["daemonsets"][k] for k in sorted(view["daemonsets"])],
+        },
+        "cluster_policies": view["cluster_policies"],
+        "device_configs": view["device_configs"],
+        "summary": summarize(view, findings),
+        "diagnosis": findings,
+        "api_requests": api_requests,
+    }
