@@ -14,23 +14,14 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis
+from ansible_collections.gpuops.platform.plugins.module_utils._diagnosis import NFD, NVIDIA_NFD_LABELS
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
 
-NFD = "feature.node.kubernetes.io"
 GPU_PRESENT = "nvidia.com/gpu.present"
-NVIDIA_NFD_LABELS = (f"{NFD}/pci-10de.present", f"{NFD}/pci-0302_10de.present", f"{NFD}/pci-0300_10de.present")
 AMD_LABELS = (f"{NFD}/amd-gpu", f"{NFD}/pci-1002.present")
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 
-# Operand DaemonSets of the NVIDIA GPU Operator (upstream names; pods carry app=<name>).
-DRIVER = "nvidia-driver-daemonset"
-TOOLKIT = "nvidia-container-toolkit-daemonset"
-DEVICE_PLUGIN = "nvidia-device-plugin-daemonset"
-GFD = "gpu-feature-discovery"
-DCGM_EXPORTER = "nvidia-dcgm-exporter"
-MIG_MANAGER = "nvidia-mig-manager"
-VALIDATOR = "nvidia-operator-validator"
 OPERATOR_LABELS = (("app", "gpu-operator"), ("app.kubernetes.io/component", "gpu-operator"))
 AMD_OPERATOR_LABELS = (("control-plane", "controller-manager"),)
 
@@ -169,9 +160,10 @@ def pod_node(pod):
     spec = pod.get("spec") or {}
     if spec.get("nodeName"):
         return spec["nodeName"]
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}).get("nodeSelectorTerms") or ()
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        or {}
+    ).get("nodeSelectorTerms") or ()
     for term in required:
         for field in term.get("matchFields") or ():
             if field.get("key") == "metadata.name" and field.get("operator") == "In" and field.get("values"):
@@ -425,14 +417,15 @@ def build_view(raw, params, selector=None):
         view = pod_view(pod)
         view["vendor"] = vendor
         labels = view["labels"]
-        if view["owner_kind"] == "DaemonSet" or (view["node"] and view["component"] != view["name"]):
-            operand_pods.append(view)
-            if view["node"] in gpu_nodes:
-                gpu_nodes[view["node"]]["operands"].append(view)
         if view["owner_kind"] != "DaemonSet" and (
             _has_labels(labels, OPERATOR_LABELS) or (vendor == "amd" and _has_labels(labels, AMD_OPERATOR_LABELS))
         ):
             operator_pods.append(view)
+        elif view["owner_kind"] == "DaemonSet" or (view["owner_kind"] is None and "app" in labels and view["node"]):
+            # DaemonSet pods, and bare pods labelled app=<operand> (as the operands label theirs)
+            operand_pods.append(view)
+            if view["node"] in gpu_nodes:
+                gpu_nodes[view["node"]]["operands"].append(view)
     for node in gpu_nodes.values():
         node["operands"].sort(key=lambda p: (p["component"] or "", p["name"]))
     facts = match_host_facts(params.get("host_facts"), list(gpu_nodes))
@@ -450,6 +443,9 @@ def build_view(raw, params, selector=None):
             == "True"
             for n in raw["nodes"]
         },
+        "kubelet_versions": sorted(
+            {((n.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or "unknown" for n in raw["nodes"]}
+        ),
         "operand_pods": operand_pods,
         "operator_pods": operator_pods,
         "daemonsets": {d["name"]: d for d in (daemonset_view(ds) for ds in raw["daemonsets"])},
@@ -483,7 +479,9 @@ def summarize(view, findings):
     return {
         "nodes_total": len(view["node_labels"]),
         "gpu_nodes": len(nodes),
-        "gpu_nodes_by_vendor": {v: sum(1 for n in nodes if n["vendor"] == v) for v in sorted({n["vendor"] or "unknown" for n in nodes})},
+        "gpu_nodes_by_vendor": {
+            v: sum(1 for n in nodes if n["vendor"] == v) for v in sorted({n["vendor"] or "unknown" for n in nodes})
+        },
         "gpu_nodes_ready": sum(1 for n in nodes if n["ready"] and n["gpus"] > 0),
         "allocatable": totals,
         "operand_pods": len(view["operand_pods"]),

@@ -44,14 +44,31 @@ def plugin(cluster, namespace) -> Iterator[tuple[Simulator, FakeDevicePlugin, st
 
 
 def _daemonset(name: str, label: str, nodes: list[str]) -> dict:
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}]}}}
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": name, "labels": {label: "true"}, "annotations": {label: f"{WIDGET}=2"}},
-            "spec": {"selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"tolerations": TOLERATE_KWOK, "affinity": affinity,
-                                           "containers": [{"name": "plugin", "image": "registry.invalid/plugin:1"}]}}}}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}
+                ]
+            }
+        }
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "labels": {label: "true"}, "annotations": {label: f"{WIDGET}=2"}},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "tolerations": TOLERATE_KWOK,
+                    "affinity": affinity,
+                    "containers": [{"name": "plugin", "image": "registry.invalid/plugin:1"}],
+                },
+            },
+        },
+    }
 
 
 def test_fake_device_plugin_advertises_and_honours_fault(cluster, namespace, add_nodes, plugin):
@@ -73,20 +90,30 @@ def test_fake_device_plugin_advertises_and_honours_fault(cluster, namespace, add
 
 
 def test_simulated_crashloop_survives_kwok_and_is_released(cluster, namespace, add_nodes, plugin):
-    sim, handler, _ = plugin
+    sim, handler, _rest = plugin
     core = client.CoreV1Api(cluster.api_client)
     [node] = add_nodes("cpu-only", 1)
-    core.create_namespaced_pod(namespace, {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "driver"},
-        "spec": {"nodeName": node, "tolerations": TOLERATE_KWOK,
-                 "containers": [{"name": "driver", "image": "registry.invalid/driver:1"}]}})
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "driver"},
+            "spec": {
+                "nodeName": node,
+                "tolerations": TOLERATE_KWOK,
+                "containers": [{"name": "driver", "image": "registry.invalid/driver:1"}],
+            },
+        },
+    )
 
     def pod() -> client.V1Pod:
         return core.read_namespaced_pod("driver", namespace)
 
     def ready(p: client.V1Pod) -> bool:
-        return p.status.phase == "Running" and any(c.type == "Ready" and c.status == "True"
-                                                   for c in p.status.conditions or ())
+        return p.status.phase == "Running" and any(
+            c.type == "Ready" and c.status == "True" for c in p.status.conditions or ()
+        )
 
     assert _wait(lambda: ready(pod())), f"kwok did not make the pod ready: {pod().status}"
     ctx = Context(sim, handler, Key(None, node))

@@ -84,7 +84,7 @@ def host_state(profile: dict[str, Any]) -> dict[str, Any]:
     # packages derived from the state (explicit host.packages entries win)
     pk: dict[str, str] = {}
     if h["headers_installed"]:
-        base, _, abi = rel.partition("-")
+        base, _sep, abi = rel.partition("-")
         abi = abi.split("-", 1)[0]
         pk[f"linux-headers-{rel}"] = f"{base}-{abi}.{abi}"
     if h["nvidia_driver"] and not any(catalog.NVIDIA_DKMS_RE.match(p) for p in h["packages"]):
@@ -132,7 +132,7 @@ def topology(h: dict[str, Any]) -> list[dict[str, Any]]:
     acs = _acs_defaults(h)
     by_role: dict[str, list[dict[str, Any]]] = {}
     for grp in h["pci"]:
-        for _ in range(int(grp["count"])):
+        for _i in range(int(grp["count"])):
             dev = {k: v for k, v in grp.items() if k != "count"}
             dev["index"] = len(by_role.setdefault(grp["role"], []))
             by_role[grp["role"]].append(dev)

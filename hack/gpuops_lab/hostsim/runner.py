@@ -237,7 +237,7 @@ def run(tree: str | os.PathLike[str], cmd: list[str]) -> int:
         signal.signal(s, forward)
     while True:
         try:
-            _, st = os.waitpid(pid, 0)
+            _pid, st = os.waitpid(pid, 0)
             return _status(st)
         except InterruptedError:
             continue

@@ -343,7 +343,7 @@ def update_grub(host: Host, args: list[str]) -> int:
     conf = _shell_vars(read(host.p("/etc/default/grub")))
     for f in sorted(host.p("/etc/default/grub.d").glob("*.cfg")) if host.p("/etc/default/grub.d").is_dir() else []:
         conf.update(_shell_vars(read(f)))
-    root_args, _, _ = split_cmdline(read(host.p("/proc/cmdline")))
+    root_args, _init, _rest = split_cmdline(read(host.p("/proc/cmdline")))
     extra = " ".join(x for x in (conf.get("GRUB_CMDLINE_LINUX", ""), conf.get("GRUB_CMDLINE_LINUX_DEFAULT", "")) if x)
     write(host.p("/boot/grub/grub.cfg"), grub_cfg(host.release, root_args, extra))
     err("Sourcing file `/etc/default/grub'\nGenerating grub configuration file ...")
@@ -607,7 +607,7 @@ def apt_get(host: Host, args: list[str]) -> int:
         print("Reading package lists...\nBuilding dependency tree...\nReading state information...")
         todo: list[tuple[str, str]] = []
         for n in names:
-            name, _, want = n.partition("=")
+            name, _eq, want = n.partition("=")
             if want:
                 if avail.get(name) != want and installed.get(name) != want:
                     err(f"E: Version '{want}' for '{name}' was not found")

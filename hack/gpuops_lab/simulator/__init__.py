@@ -4,6 +4,7 @@ documented ways, labels a feature discovery would set). `framework` is the engin
 simulated component) live in `handlers`; `faults` describes how tests inject named faults per node.
 
 Run it with `python -m gpuops_lab.simulator --kubeconfig PATH`."""
+
 from __future__ import annotations
 
 from .faults import FAULTS_ANNOTATION, FAULTS_CONFIGMAP, FAULTS_NAMESPACE, FaultStore, parse_faults
@@ -29,7 +30,27 @@ from .framework import (
 )
 
 __all__ = [
-    "CONFIGMAP", "DAEMONSET", "DEPLOYMENT", "FAULTS_ANNOTATION", "FAULTS_CONFIGMAP", "FAULTS_NAMESPACE",
-    "MANAGED_STATUS_ANNOTATION", "NAMESPACE", "NODE", "POD", "ApiError", "Cache", "Context", "FaultStore",
-    "Handler", "Informer", "Key", "Kind", "KubeClient", "RealClient", "Simulator", "WorkQueue", "parse_faults",
+    "CONFIGMAP",
+    "DAEMONSET",
+    "DEPLOYMENT",
+    "FAULTS_ANNOTATION",
+    "FAULTS_CONFIGMAP",
+    "FAULTS_NAMESPACE",
+    "MANAGED_STATUS_ANNOTATION",
+    "NAMESPACE",
+    "NODE",
+    "POD",
+    "ApiError",
+    "Cache",
+    "Context",
+    "FaultStore",
+    "Handler",
+    "Informer",
+    "Key",
+    "Kind",
+    "KubeClient",
+    "RealClient",
+    "Simulator",
+    "WorkQueue",
+    "parse_faults",
 ]

@@ -7,6 +7,7 @@ once every watch is established (the lab's process supervisor waits for that lin
 default), `none`, or `module:attribute` where the attribute is a Handler subclass, a Handler instance
 or a list of either.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,7 +58,7 @@ def load_handlers(spec: str | None) -> list[Handler]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m gpuops_lab.simulator", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m gpuops_lab.simulator", description=__doc__.split("\n\n", maxsplit=1)[0])
     p.add_argument("--kubeconfig", required=True, help="kubeconfig of the cluster to simulate operators in")
     p.add_argument("--context", default=None, help="kubeconfig context (default: current)")
     p.add_argument("--handlers", default="builtin", help="builtin, none or module:attr, comma-separated")
@@ -68,8 +69,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         handlers = load_handlers(args.handlers)
     except (ImportError, AttributeError, ValueError) as exc:

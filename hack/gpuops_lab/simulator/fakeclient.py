@@ -6,6 +6,7 @@ strategic-merge (conditions/addresses merge by `type`, other lists are replaced)
 (deep merge), deletes dependents by ownerReferences, records every write in `writes`, and can be told
 to fail the next calls of an operation (`fail_next`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,12 +18,19 @@ from typing import Any
 
 from .framework import ApiError, Key, Obj
 
-CLUSTER_SCOPED = frozenset({
-    ("v1", "Node"), ("v1", "Namespace"), ("v1", "PersistentVolume"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"), ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), ("storage.k8s.io/v1", "StorageClass"),
-    ("node.k8s.io/v1", "RuntimeClass"), ("scheduling.k8s.io/v1", "PriorityClass"),
-})
+CLUSTER_SCOPED = frozenset(
+    {
+        ("v1", "Node"),
+        ("v1", "Namespace"),
+        ("v1", "PersistentVolume"),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+        ("storage.k8s.io/v1", "StorageClass"),
+        ("node.k8s.io/v1", "RuntimeClass"),
+        ("scheduling.k8s.io/v1", "PriorityClass"),
+    }
+)
 
 _MERGE_BY_TYPE = frozenset({"conditions", "addresses"})
 
@@ -66,8 +74,9 @@ def strategic_merge_patch(target: Any, patch: Any, field: str | None = None) -> 
 
 
 class _FakeWatch:
-    def __init__(self, client: FakeKubeClient, kind: tuple[str, str], namespace: str | None, start: int,
-                 timeout: float) -> None:
+    def __init__(
+        self, client: FakeKubeClient, kind: tuple[str, str], namespace: str | None, start: int, timeout: float
+    ) -> None:
         self._client = client
         self._kind = kind
         self._namespace = namespace
@@ -80,8 +89,15 @@ class _FakeWatch:
         while True:
             with c.cond:
                 if self._pos < c.compacted.get(self._kind, 0):
-                    yield {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
-                                                       "message": "too old resource version"}}
+                    yield {
+                        "type": "ERROR",
+                        "object": {
+                            "kind": "Status",
+                            "code": 410,
+                            "reason": "Expired",
+                            "message": "too old resource version",
+                        },
+                    }
                     return
                 pending = [e for e in c.history.get(self._kind, []) if e[0] > self._pos]
                 if not pending:
@@ -115,8 +131,8 @@ class FakeKubeClient:
         self.not_served: set[tuple[str, str]] = set()
         self.rv = 0
         self.cond = threading.Condition(threading.RLock())
-        self.writes: list[tuple[str, str, str, Any]] = []   # (verb, kind, key, body)
-        self.calls: list[tuple[str, str]] = []              # (verb, kind) of every call
+        self.writes: list[tuple[str, str, str, Any]] = []  # (verb, kind, key, body)
+        self.calls: list[tuple[str, str]] = []  # (verb, kind) of every call
         self._failures: dict[str, list[BaseException]] = {}
         self.watches_opened = 0
 
@@ -200,16 +216,22 @@ class FakeKubeClient:
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> tuple[list[Obj], str]:
         with self.cond:
             self._check("list", api_version, kind)
-            items = [copy.deepcopy(o) for k, o in sorted(self.objects.get((api_version, kind), {}).items(),
-                                                         key=lambda kv: (kv[0].namespace or "", kv[0].name))
-                     if namespace is None or k.namespace == namespace]
+            items = [
+                copy.deepcopy(o)
+                for k, o in sorted(
+                    self.objects.get((api_version, kind), {}).items(),
+                    key=lambda kv: (kv[0].namespace or "", kv[0].name),
+                )
+                if namespace is None or k.namespace == namespace
+            ]
             for item in items:  # like the API server: list items carry no apiVersion/kind
                 item.pop("apiVersion", None)
                 item.pop("kind", None)
             return items, str(self.rv)
 
-    def watch(self, api_version: str, kind: str, namespace: str | None, resource_version: str | None,
-              timeout_seconds: float) -> _FakeWatch:
+    def watch(
+        self, api_version: str, kind: str, namespace: str | None, resource_version: str | None, timeout_seconds: float
+    ) -> _FakeWatch:
         with self.cond:
             self._check("watch", api_version, kind)
             self.watches_opened += 1
@@ -219,8 +241,7 @@ class FakeKubeClient:
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj:
         with self.cond:
             self._check("get", api_version, kind)
-            found = self.obj(api_version, kind, name,
-                             None if (api_version, kind) in self.cluster_scoped else namespace)
+            found = self.obj(api_version, kind, name, None if (api_version, kind) in self.cluster_scoped else namespace)
             if found is None:
                 raise ApiError(404, f"{kind} {Key(namespace, name)} not found")
             return found
@@ -247,16 +268,25 @@ class FakeKubeClient:
                 self._event("MODIFIED", obj)
             return copy.deepcopy(store[key])
 
-    def patch(self, api_version: str, kind: str, name: str, namespace: str | None, body: Mapping[str, Any],
-              patch_type: str = "merge", subresource: str | None = None) -> Obj:
+    def patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> Obj:
         with self.cond:
             self._check("patch", api_version, kind)
             key = self._key(api_version, kind, {"name": name, "namespace": namespace})
             store = self.objects.get((api_version, kind), {})
             if key not in store:
                 raise ApiError(404, f"{kind} {key} not found")
-            self.writes.append((f"patch/{subresource}" if subresource else "patch", kind, str(key),
-                                copy.deepcopy(dict(body))))
+            self.writes.append(
+                (f"patch/{subresource}" if subresource else "patch", kind, str(key), copy.deepcopy(dict(body)))
+            )
             if subresource == "status":
                 body = {"status": body.get("status") or {}}
             else:
@@ -293,43 +323,92 @@ class FakeKubeClient:
 
 # -- object builders for tests -------------------------------------------------------------------------
 
-def make_node(name: str, *, labels: Mapping[str, str] | None = None,
-              annotations: Mapping[str, str] | None = None,
-              allocatable: Mapping[str, str] | None = None) -> Obj:
+
+def make_node(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    allocatable: Mapping[str, str] | None = None,
+) -> Obj:
     res = dict(allocatable or {"cpu": "8", "memory": "32Gi", "pods": "110"})
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": dict(labels or {}), "annotations": dict(annotations or {})},
-            "status": {"capacity": dict(res), "allocatable": dict(res),
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels or {}), "annotations": dict(annotations or {})},
+        "status": {
+            "capacity": dict(res),
+            "allocatable": dict(res),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }
 
 
-def make_daemonset(name: str, namespace: str, *, labels: Mapping[str, str] | None = None,
-                   annotations: Mapping[str, str] | None = None, image: str = "example.com/plugin:1") -> Obj:
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}),
-                         "annotations": dict(annotations or {})},
-            "spec": {"selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "main", "image": image}]}}}}
+def make_daemonset(
+    name: str,
+    namespace: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    image: str = "example.com/plugin:1",
+) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": image}]},
+            },
+        },
+    }
 
 
-def make_pod(name: str, namespace: str, node: str | None, *, owner: Mapping[str, Any] | None = None,
-             ready: bool = True, containers: tuple[str, ...] = ("main",), init_containers: tuple[str, ...] = (),
-             labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None) -> Obj:
+def make_pod(
+    name: str,
+    namespace: str,
+    node: str | None,
+    *,
+    owner: Mapping[str, Any] | None = None,
+    ready: bool = True,
+    containers: tuple[str, ...] = ("main",),
+    init_containers: tuple[str, ...] = (),
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
     """A pod bound to `node`, Running/Ready like kwok makes it (or Pending when ready=False), owned by
     `owner` (an object with metadata.uid, e.g. what FakeKubeClient.add returned)."""
-    meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {}),
-                 "annotations": dict(annotations or {})}
+    meta: Obj = {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(labels or {}),
+        "annotations": dict(annotations or {}),
+    }
     if owner is not None:
-        meta["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
-                                    "name": owner["metadata"]["name"], "uid": owner["metadata"].get("uid", ""),
-                                    "controller": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": owner["apiVersion"],
+                "kind": owner["kind"],
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"].get("uid", ""),
+                "controller": True,
+            }
+        ]
     spec: Obj = {"containers": [{"name": c, "image": f"example.com/{c}:1"} for c in containers]}
     if init_containers:
         spec["initContainers"] = [{"name": c, "image": f"example.com/{c}:1"} for c in init_containers]
     if node:
         spec["nodeName"] = node
     flag = "True" if ready else "False"
-    status: Obj = {"phase": "Running" if ready else "Pending",
-                   "conditions": [{"type": t, "status": flag} for t in ("Initialized", "Ready", "ContainersReady")]}
+    status: Obj = {
+        "phase": "Running" if ready else "Pending",
+        "conditions": [{"type": t, "status": flag} for t in ("Initialized", "Ready", "ContainersReady")],
+    }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}

@@ -12,6 +12,7 @@ A node's faults are the union of:
 Names are trimmed and lower-cased; empty entries are ignored. A fault name no handler declares (in
 `Handler.known_faults`) is logged as a warning once.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,9 +67,14 @@ class FaultStore:
     """Looks faults up from the current Node and ConfigMap (through the two getters, which read the
     simulator's caches) and warns once per unknown fault name."""
 
-    def __init__(self, get_node: Callable[[str], Mapping[str, Any] | None],
-                 get_configmap: Callable[[], Mapping[str, Any] | None], known: Iterable[str] = (), *,
-                 log: logging.Logger = LOG) -> None:
+    def __init__(
+        self,
+        get_node: Callable[[str], Mapping[str, Any] | None],
+        get_configmap: Callable[[], Mapping[str, Any] | None],
+        known: Iterable[str] = (),
+        *,
+        log: logging.Logger = LOG,
+    ) -> None:
         self._get_node = get_node
         self._get_configmap = get_configmap
         self.known: set[str] = {k.lower() for k in known}

@@ -8,6 +8,7 @@ re-enqueues every primary object every `resync_period` seconds. Objects are plai
 server sends it); the engine talks to the API server only through a `KubeClient` (`RealClient` here,
 `fakeclient.FakeKubeClient` in unit tests).
 """
+
 from __future__ import annotations
 
 import copy
@@ -36,13 +37,23 @@ MANAGED_STATUS_ANNOTATION = "sim.gpuops.io/managed-status"
 FIELD_MANAGER = "gpuops-sim"
 
 # Fields ignored when deciding whether a status write would change anything.
-TIME_FIELDS = frozenset({"lastTransitionTime", "lastHeartbeatTime", "lastProbeTime", "lastUpdateTime",
-                         "startedAt", "finishedAt", "startTime"})
+TIME_FIELDS = frozenset(
+    {
+        "lastTransitionTime",
+        "lastHeartbeatTime",
+        "lastProbeTime",
+        "lastUpdateTime",
+        "startedAt",
+        "finishedAt",
+        "startTime",
+    }
+)
 
 
 # --------------------------------------------------------------------------------------------------
 # Kinds, keys, errors
 # --------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -179,6 +190,7 @@ def _status_satisfied(desired: Mapping[str, Any], live: Mapping[str, Any] | None
 # Client interface
 # --------------------------------------------------------------------------------------------------
 
+
 class WatchStream(Protocol):
     """An established watch: iterate for events ({"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR,
     "object": {...}}); iteration ends when the server closes the watch; close() ends it early."""
@@ -196,8 +208,9 @@ class KubeClient(Protocol):
 
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> tuple[list[Obj], str]: ...
 
-    def watch(self, api_version: str, kind: str, namespace: str | None, resource_version: str | None,
-              timeout_seconds: int) -> WatchStream: ...
+    def watch(
+        self, api_version: str, kind: str, namespace: str | None, resource_version: str | None, timeout_seconds: int
+    ) -> WatchStream: ...
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj: ...
 
@@ -205,8 +218,16 @@ class KubeClient(Protocol):
 
     def apply(self, manifest: Mapping[str, Any], field_manager: str) -> Obj: ...
 
-    def patch(self, api_version: str, kind: str, name: str, namespace: str | None, body: Mapping[str, Any],
-              patch_type: str = "merge", subresource: str | None = None) -> Obj: ...
+    def patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> Obj: ...
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None: ...
 
@@ -323,13 +344,19 @@ class RealClient:
             if not cont:
                 return items, rv
 
-    def watch(self, api_version: str, kind: str, namespace: str | None, resource_version: str | None,
-              timeout_seconds: int) -> WatchStream:
+    def watch(
+        self, api_version: str, kind: str, namespace: str | None, resource_version: str | None, timeout_seconds: int
+    ) -> WatchStream:
         res = self._resource(api_version, kind)
-        resp = self._request("get", self._path(res, namespace=namespace), watch=True,
-                             resource_version=resource_version, allow_watch_bookmarks=True,
-                             timeout_seconds=int(timeout_seconds),
-                             _request_timeout=(10, int(timeout_seconds) + 30))
+        resp = self._request(
+            "get",
+            self._path(res, namespace=namespace),
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=int(timeout_seconds),
+            _request_timeout=(10, int(timeout_seconds) + 30),
+        )
         return _HttpWatchStream(resp)
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj:
@@ -339,18 +366,30 @@ class RealClient:
     def create(self, manifest: Mapping[str, Any]) -> Obj:
         res = self._resource(manifest["apiVersion"], manifest["kind"])
         ns = (manifest.get("metadata") or {}).get("namespace")
-        return self._json("post", self._path(res, namespace=ns), body=dict(manifest),
-                          field_manager=FIELD_MANAGER)
+        return self._json("post", self._path(res, namespace=ns), body=dict(manifest), field_manager=FIELD_MANAGER)
 
     def apply(self, manifest: Mapping[str, Any], field_manager: str) -> Obj:
         res = self._resource(manifest["apiVersion"], manifest["kind"])
         meta = manifest.get("metadata") or {}
-        return self._json("patch", self._path(res, meta["name"], meta.get("namespace")), body=dict(manifest),
-                          content_type="application/apply-patch+yaml", field_manager=field_manager,
-                          force_conflicts=True)
+        return self._json(
+            "patch",
+            self._path(res, meta["name"], meta.get("namespace")),
+            body=dict(manifest),
+            content_type="application/apply-patch+yaml",
+            field_manager=field_manager,
+            force_conflicts=True,
+        )
 
-    def patch(self, api_version: str, kind: str, name: str, namespace: str | None, body: Mapping[str, Any],
-              patch_type: str = "merge", subresource: str | None = None) -> Obj:
+    def patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> Obj:
         res = self._resource(api_version, kind)
         path = self._path(res, name, namespace)
         if subresource:
@@ -366,13 +405,15 @@ class RealClient:
 # Work queue
 # --------------------------------------------------------------------------------------------------
 
+
 class WorkQueue:
     """A deduplicating work queue (client-go semantics): an item added while queued is queued once;
     an item added while being processed is queued again when `done` is called; `add_after` delays;
     `add_rate_limited` delays by exponential backoff per item until `forget`."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *, retry_base: float = 0.5,
-                 retry_cap: float = 60.0) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, *, retry_base: float = 0.5, retry_cap: float = 60.0
+    ) -> None:
         self._clock = clock
         self._retry_base = retry_base
         self._retry_cap = retry_cap
@@ -437,7 +478,7 @@ class WorkQueue:
         """Move due delayed items to the queue; return seconds until the next one (or None)."""
         now = self._clock()
         while self._waiting:
-            at, _, item = self._waiting[0]
+            at, _seq, item = self._waiting[0]
             if self._waiting_at.get(item) != at:
                 heapq.heappop(self._waiting)  # superseded by an earlier schedule
                 continue
@@ -474,7 +515,7 @@ class WorkQueue:
     def pending(self) -> list[Hashable]:
         """Items queued or scheduled (for tests and debugging)."""
         with self._cond:
-            return list(self._queue) + [item for item in self._waiting_at]
+            return list(self._queue) + list(self._waiting_at)
 
     def shutdown(self) -> None:
         with self._cond:
@@ -500,9 +541,18 @@ class Informer:
     """List + watch one kind into a local cache; calls on_event(kind, type, old, new) for every change
     (type ADDED/MODIFIED/DELETED; for DELETED new is None and old the last state)."""
 
-    def __init__(self, client: KubeClient, kind: Kind, on_event: EventCallback | None = None, *,
-                 watch_timeout: int = 60, backoff_base: float = 0.5, backoff_cap: float = 30.0,
-                 not_served_retry: float = 10.0, log: logging.Logger = LOG) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        kind: Kind,
+        on_event: EventCallback | None = None,
+        *,
+        watch_timeout: int = 60,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        not_served_retry: float = 10.0,
+        log: logging.Logger = LOG,
+    ) -> None:
         self.client = client
         self.kind = kind
         self.on_event = on_event
@@ -513,9 +563,9 @@ class Informer:
         self.log = log
         self.resource_version: str | None = None
         self.served = True
-        self.synced = threading.Event()        # the first list has been loaded into the cache
-        self.established = threading.Event()   # ...and the first watch is open (or the kind is not served)
-        self.lists = 0                         # number of (re-)lists done, for tests and logs
+        self.synced = threading.Event()  # the first list has been loaded into the cache
+        self.established = threading.Event()  # ...and the first watch is open (or the kind is not served)
+        self.lists = 0  # number of (re-)lists done, for tests and logs
         self._lock = threading.RLock()
         self._cache: dict[Key, Obj] = {}
         self._stream: WatchStream | None = None
@@ -590,7 +640,8 @@ class Informer:
             if prev is None:
                 self._emit("ADDED", None, obj)
             elif (prev.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
-                    "resourceVersion"):
+                "resourceVersion"
+            ):
                 self._emit("MODIFIED", prev, obj)
         for key, prev in old.items():
             if key not in fresh:
@@ -628,8 +679,9 @@ class Informer:
 
     def watch_once(self, stop: threading.Event | None = None) -> None:
         """One watch request from the current resourceVersion, until the server closes it."""
-        stream = self.client.watch(self.kind.api_version, self.kind.kind, self.kind.namespace,
-                                   self.resource_version, self.watch_timeout)
+        stream = self.client.watch(
+            self.kind.api_version, self.kind.kind, self.kind.namespace, self.resource_version, self.watch_timeout
+        )
         with self._lock:
             self._stream = stream
         self.established.set()
@@ -658,7 +710,8 @@ class Informer:
                         failures += 1
                         delay = backoff_delay(failures, self.backoff_base, self.not_served_retry)
                         (self.log.info if failures == 1 else self.log.debug)(
-                            "watch %s: kind not served (yet); retrying in %.1fs", self.kind, delay)
+                            "watch %s: kind not served (yet); retrying in %.1fs", self.kind, delay
+                        )
                         wait(delay)
                         continue
                     need_list = False
@@ -671,8 +724,11 @@ class Informer:
                 need_list = True
                 if exc.status == 410:
                     gone += 1
-                    self.log.info("watch %s: resourceVersion %s is too old (410 Gone); re-listing",
-                                  self.kind, self.resource_version)
+                    self.log.info(
+                        "watch %s: resourceVersion %s is too old (410 Gone); re-listing",
+                        self.kind,
+                        self.resource_version,
+                    )
                     if gone > 3:
                         wait(backoff_delay(gone - 3, self.backoff_base, self.backoff_cap))
                     continue
@@ -686,13 +742,15 @@ class Informer:
                 need_list = True
                 failures += 1
                 delay = backoff_delay(failures, self.backoff_base, self.backoff_cap)
-                self.log.warning("watch %s failed (%s: %s); reconnecting in %.1fs", self.kind,
-                                 type(exc).__name__, exc, delay)
+                self.log.warning(
+                    "watch %s failed (%s: %s); reconnecting in %.1fs", self.kind, type(exc).__name__, exc, delay
+                )
                 wait(delay)
 
     def start(self, stop: threading.Event) -> threading.Thread:
-        self._thread = threading.Thread(target=self.run, args=(stop,), daemon=True,
-                                        name=f"watch-{self.kind.kind}-{self.kind.namespace or 'all'}")
+        self._thread = threading.Thread(
+            target=self.run, args=(stop,), daemon=True, name=f"watch-{self.kind.kind}-{self.kind.namespace or 'all'}"
+        )
         self._thread.start()
         return self._thread
 
@@ -706,6 +764,7 @@ class Informer:
 # --------------------------------------------------------------------------------------------------
 # Cache reader
 # --------------------------------------------------------------------------------------------------
+
 
 def _labels_match(obj: Mapping[str, Any], labels: Mapping[str, str | None] | None) -> bool:
     if not labels:
@@ -748,8 +807,9 @@ class Cache:
         obj.setdefault("kind", kind.kind)
         return obj
 
-    def list(self, kind: Kind, namespace: str | None = None,
-             labels: Mapping[str, str | None] | None = None) -> list[Obj]:
+    def list(
+        self, kind: Kind, namespace: str | None = None, labels: Mapping[str, str | None] | None = None
+    ) -> list[Obj]:
         """Objects of a kind (in one namespace, or all), optionally with labels (value None: any
         value), sorted by namespace/name."""
         ns = namespace or kind.namespace
@@ -758,13 +818,16 @@ class Cache:
             items = inf.items()
         else:
             try:
-                items, _ = self.client.list(kind.api_version, kind.kind, ns)
+                items, _rv = self.client.list(kind.api_version, kind.kind, ns)
             except ApiError as exc:
                 if exc.status == 404:
                     return []
                 raise
-        out = [copy.deepcopy(o) for o in items
-               if (ns is None or (o.get("metadata") or {}).get("namespace") == ns) and _labels_match(o, labels)]
+        out = [
+            copy.deepcopy(o)
+            for o in items
+            if (ns is None or (o.get("metadata") or {}).get("namespace") == ns) and _labels_match(o, labels)
+        ]
         out.sort(key=lambda o: (str(Key.of(o).namespace or ""), Key.of(o).name))
         return out
 
@@ -772,6 +835,7 @@ class Cache:
 # --------------------------------------------------------------------------------------------------
 # Handlers
 # --------------------------------------------------------------------------------------------------
+
 
 class Handler:
     """Base class of a simulated component. Subclasses set:
@@ -834,8 +898,9 @@ class Context:
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None:
         return self.cache.get(kind, name, namespace)
 
-    def list(self, kind: Kind, namespace: str | None = None,
-             labels: Mapping[str, str | None] | None = None) -> list[Obj]:
+    def list(
+        self, kind: Kind, namespace: str | None = None, labels: Mapping[str, str | None] | None = None
+    ) -> list[Obj]:
         return self.cache.list(kind, namespace, labels)
 
     def faults_for(self, node: str | Mapping[str, Any]) -> frozenset[str]:
@@ -881,8 +946,12 @@ class Context:
         self.log("patched %s status: %s", describe(obj), _summarize(status))
         return self._stored(new)
 
-    def patch_metadata(self, obj: Mapping[str, Any], labels: Mapping[str, str | None] | None = None,
-                       annotations: Mapping[str, str | None] | None = None) -> Obj:
+    def patch_metadata(
+        self,
+        obj: Mapping[str, Any],
+        labels: Mapping[str, str | None] | None = None,
+        annotations: Mapping[str, str | None] | None = None,
+    ) -> Obj:
         """Merge-patch labels/annotations (value None removes the key)."""
         obj = dict(obj)
         meta = obj.get("metadata") or {}
@@ -899,8 +968,7 @@ class Context:
         kind, key = kind_of(obj), Key.of(obj)
         new = self.client.patch(kind.api_version, kind.kind, key.name, key.namespace, {"metadata": patch}, "merge")
         for field, changes in patch.items():
-            self.log("%s %s: %s", "labelled" if field == "labels" else "annotated", describe(obj),
-                     _summarize(changes))
+            self.log("%s %s: %s", "labelled" if field == "labels" else "annotated", describe(obj), _summarize(changes))
         return self._stored(new)
 
     def apply_object(self, manifest: Mapping[str, Any], owner: Mapping[str, Any] | None = _PRIMARY) -> Obj:
@@ -922,13 +990,21 @@ class Context:
             ometa = owner_obj.get("metadata") or {}
             owner_ns = ometa.get("namespace")
             if owner_ns and not namespaced:
-                raise ValueError(f"cluster-scoped {kind.kind} {meta.get('name')} cannot be owned by namespaced "
-                                 f"{describe(owner_obj)}")
+                raise ValueError(
+                    f"cluster-scoped {kind.kind} {meta.get('name')} cannot be owned by namespaced {describe(owner_obj)}"
+                )
             if owner_ns and owner_ns != ns:
-                raise ValueError(f"{kind.kind} {ns}/{meta.get('name')} cannot be owned by {describe(owner_obj)} "
-                                 "in another namespace")
-            ref = {"apiVersion": owner_obj["apiVersion"], "kind": owner_obj["kind"], "name": ometa["name"],
-                   "uid": ometa.get("uid", ""), "controller": True, "blockOwnerDeletion": True}
+                raise ValueError(
+                    f"{kind.kind} {ns}/{meta.get('name')} cannot be owned by {describe(owner_obj)} in another namespace"
+                )
+            ref = {
+                "apiVersion": owner_obj["apiVersion"],
+                "kind": owner_obj["kind"],
+                "name": ometa["name"],
+                "uid": ometa.get("uid", ""),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
             refs = [r for r in meta.get("ownerReferences") or [] if r.get("uid") != ref["uid"]]
             meta["ownerReferences"] = [ref, *refs]
         existing = self.get(kind, meta["name"], ns)
@@ -938,8 +1014,9 @@ class Context:
         self.log("%s %s", "created" if existing is None else "updated", describe(desired))
         return self._stored(new)
 
-    def delete_object(self, obj: Mapping[str, Any] | Kind, name: str | None = None,
-                      namespace: str | None = None) -> bool:
+    def delete_object(
+        self, obj: Mapping[str, Any] | Kind, name: str | None = None, namespace: str | None = None
+    ) -> bool:
         """Delete (background propagation); False when it was already gone."""
         if isinstance(obj, Kind):
             if name is None:
@@ -958,10 +1035,14 @@ class Context:
         return True
 
     # -- nodes -------------------------------------------------------------------------------------
-    def patch_node_status(self, node: str | Mapping[str, Any], *,
-                          capacity: Mapping[str, str | int | None] | None = None,
-                          allocatable: Mapping[str, str | int | None] | None = None,
-                          conditions: Sequence[Mapping[str, Any]] | None = None) -> Obj:
+    def patch_node_status(
+        self,
+        node: str | Mapping[str, Any],
+        *,
+        capacity: Mapping[str, str | int | None] | None = None,
+        allocatable: Mapping[str, str | int | None] | None = None,
+        conditions: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Obj:
         """Set (value) or remove (None) capacity/allocatable resources and set node conditions
         ({type, status, reason, message}; transition times are filled in), in one strategic-merge patch
         of the node's status subresource."""
@@ -995,8 +1076,9 @@ class Context:
     def patch_node_labels(self, node: str | Mapping[str, Any], labels: Mapping[str, str | None]) -> Obj:
         return self.patch_metadata(self._resolve(NODE, node), labels=labels)
 
-    def _conditions(self, have: Sequence[Mapping[str, Any]] | None, want: Sequence[Mapping[str, Any]],
-                    heartbeat: bool = False) -> list[Obj]:
+    def _conditions(
+        self, have: Sequence[Mapping[str, Any]] | None, want: Sequence[Mapping[str, Any]], heartbeat: bool = False
+    ) -> list[Obj]:
         """The conditions of `want` that differ from `have`, with times filled in."""
         now = rfc3339(self.now())
         current = {c.get("type"): c for c in have or ()}
@@ -1015,11 +1097,17 @@ class Context:
         return out
 
     # -- pods --------------------------------------------------------------------------------------
-    def set_pod_status(self, pod: Mapping[str, Any], *, phase: str | None = None,
-                       conditions: Sequence[Mapping[str, Any]] | None = None,
-                       container_statuses: Sequence[Mapping[str, Any]] | None = None,
-                       init_container_statuses: Sequence[Mapping[str, Any]] | None = None,
-                       reason: str | None = None, message: str | None = None) -> Obj:
+    def set_pod_status(
+        self,
+        pod: Mapping[str, Any],
+        *,
+        phase: str | None = None,
+        conditions: Sequence[Mapping[str, Any]] | None = None,
+        container_statuses: Sequence[Mapping[str, Any]] | None = None,
+        init_container_statuses: Sequence[Mapping[str, Any]] | None = None,
+        reason: str | None = None,
+        message: str | None = None,
+    ) -> Obj:
         """Write a pod's status as a failing component would show it. First marks the pod with
         annotation sim.gpuops.io/managed-status=true (kwok's pod stages skip such pods, so kwok does not
         put it back to Running/Ready), then strategic-merge-patches the status subresource (conditions
@@ -1058,9 +1146,16 @@ class Context:
         c.setdefault("lastProbeTime", None)
         return c
 
-    def set_pod_crashloop(self, pod: str | Mapping[str, Any], containers: Sequence[str] | None = None, *,
-                          namespace: str | None = None, exit_code: int = 1, message: str = "",
-                          interval: float = 10.0) -> Obj:
+    def set_pod_crashloop(
+        self,
+        pod: str | Mapping[str, Any],
+        containers: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        exit_code: int = 1,
+        message: str = "",
+        interval: float = 10.0,
+    ) -> Obj:
         """Show `containers` (default: all) of a pod in CrashLoopBackOff: waiting reason CrashLoopBackOff,
         lastState terminated with `exit_code`, restartCount growing by one every `interval` seconds of
         wall-clock time (call it from every reconcile; the resync keeps it going), Ready=False."""
@@ -1079,22 +1174,36 @@ class Context:
                 if not looping or last is None or (now - last).total_seconds() >= interval:
                     restarts += 1
                     last = now
-                statuses.append(crashloop_container_status(c, restarts, last, exit_code=exit_code,
-                                                           message=message, pod_name=Key.of(pod).name))
+                statuses.append(
+                    crashloop_container_status(
+                        c, restarts, last, exit_code=exit_code, message=message, pod_name=Key.of(pod).name
+                    )
+                )
             else:
                 started = ((cur.get("state") or {}).get("running") or {}).get("startedAt")
                 statuses.append(running_container_status(c, restarts, parse_time(started) or now))
         not_ready = f"containers with unready status: [{' '.join(sorted(names))}]"
-        return self.set_pod_status(pod, phase="Running", container_statuses=statuses, conditions=[
-            {"type": "Initialized", "status": "True"},
-            {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": not_ready},
-            {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady", "message": not_ready},
-            {"type": "PodScheduled", "status": "True"},
-        ])
+        return self.set_pod_status(
+            pod,
+            phase="Running",
+            container_statuses=statuses,
+            conditions=[
+                {"type": "Initialized", "status": "True"},
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": not_ready},
+                {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady", "message": not_ready},
+                {"type": "PodScheduled", "status": "True"},
+            ],
+        )
 
-    def set_pod_stuck_init(self, pod: str | Mapping[str, Any], init_container: str | None = None, *,
-                           namespace: str | None = None, reason: str = "PodInitializing",
-                           message: str = "") -> Obj:
+    def set_pod_stuck_init(
+        self,
+        pod: str | Mapping[str, Any],
+        init_container: str | None = None,
+        *,
+        namespace: str | None = None,
+        reason: str = "PodInitializing",
+        message: str = "",
+    ) -> Obj:
         """Show a pod stuck in Init: the init containers before `init_container` (default: the first)
         completed, it waiting with `reason` (PodInitializing shows as `Init:N/M` in kubectl, another
         reason as `Init:<reason>`), the later ones and all containers waiting; phase Pending,
@@ -1122,16 +1231,18 @@ class Context:
         pending = f"containers with incomplete status: [{target}]"
         names = " ".join(c["name"] for c in spec.get("containers") or ())
         not_ready = f"containers with unready status: [{names}]"
-        return self.set_pod_status(pod, phase="Pending", init_container_statuses=init_statuses,
-                                   container_statuses=statuses, conditions=[
-                                       {"type": "Initialized", "status": "False",
-                                        "reason": "ContainersNotInitialized", "message": pending},
-                                       {"type": "Ready", "status": "False", "reason": "ContainersNotReady",
-                                        "message": not_ready},
-                                       {"type": "ContainersReady", "status": "False",
-                                        "reason": "ContainersNotReady", "message": not_ready},
-                                       {"type": "PodScheduled", "status": "True"},
-                                   ])
+        return self.set_pod_status(
+            pod,
+            phase="Pending",
+            init_container_statuses=init_statuses,
+            container_statuses=statuses,
+            conditions=[
+                {"type": "Initialized", "status": "False", "reason": "ContainersNotInitialized", "message": pending},
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": not_ready},
+                {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady", "message": not_ready},
+                {"type": "PodScheduled", "status": "True"},
+            ],
+        )
 
     def release_pod_status(self, pod: str | Mapping[str, Any], *, namespace: str | None = None) -> Obj:
         """End a simulated failure: write a healthy Running/Ready status (restart counts kept), then
@@ -1149,49 +1260,85 @@ class Context:
             started = parse_time(((cur.get("state") or {}).get("running") or {}).get("startedAt"))
             statuses.append(running_container_status(c, int(cur.get("restartCount") or 0), started or now))
         inits = [completed_container_status(c, now) for c in spec.get("initContainers") or ()]
-        pod = self.set_pod_status(pod, phase="Running", container_statuses=statuses,
-                                  init_container_statuses=inits if inits else None, conditions=[
-                                      {"type": t, "status": "True"}
-                                      for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")])
+        pod = self.set_pod_status(
+            pod,
+            phase="Running",
+            container_statuses=statuses,
+            init_container_statuses=inits if inits else None,
+            conditions=[
+                {"type": t, "status": "True"} for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+            ],
+        )
         return self.patch_metadata(pod, annotations={MANAGED_STATUS_ANNOTATION: None})
 
 
 # -- container status builders (pure) ------------------------------------------------------------------
+
 
 def _container_base(container: Mapping[str, Any]) -> Obj:
     return {"name": container["name"], "image": container.get("image", ""), "imageID": ""}
 
 
 def running_container_status(container: Mapping[str, Any], restart_count: int, started_at: datetime) -> Obj:
-    return {**_container_base(container), "ready": True, "started": True, "restartCount": restart_count,
-            "state": {"running": {"startedAt": rfc3339(started_at)}}}
+    return {
+        **_container_base(container),
+        "ready": True,
+        "started": True,
+        "restartCount": restart_count,
+        "state": {"running": {"startedAt": rfc3339(started_at)}},
+    }
 
 
-def waiting_container_status(container: Mapping[str, Any], reason: str, message: str = "",
-                             restart_count: int = 0) -> Obj:
+def waiting_container_status(
+    container: Mapping[str, Any], reason: str, message: str = "", restart_count: int = 0
+) -> Obj:
     waiting = {"reason": reason, **({"message": message} if message else {})}
-    return {**_container_base(container), "ready": False, "started": False, "restartCount": restart_count,
-            "state": {"waiting": waiting}}
+    return {
+        **_container_base(container),
+        "ready": False,
+        "started": False,
+        "restartCount": restart_count,
+        "state": {"waiting": waiting},
+    }
 
 
 def completed_container_status(container: Mapping[str, Any], finished_at: datetime) -> Obj:
     ts = rfc3339(finished_at)
-    return {**_container_base(container), "ready": True, "restartCount": 0,
-            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts, "finishedAt": ts}}}
+    return {
+        **_container_base(container),
+        "ready": True,
+        "restartCount": 0,
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts, "finishedAt": ts}},
+    }
 
 
-def crashloop_container_status(container: Mapping[str, Any], restart_count: int, finished_at: datetime, *,
-                               exit_code: int = 1, message: str = "", pod_name: str = "") -> Obj:
+def crashloop_container_status(
+    container: Mapping[str, Any],
+    restart_count: int,
+    finished_at: datetime,
+    *,
+    exit_code: int = 1,
+    message: str = "",
+    pod_name: str = "",
+) -> Obj:
     ts = rfc3339(finished_at)
     backoff = int(min(300, 10 * 2 ** max(0, restart_count - 1)))
     terminated = {"exitCode": exit_code, "reason": "Error", "startedAt": ts, "finishedAt": ts}
     if message:
         terminated["message"] = message
-    return {**_container_base(container), "ready": False, "started": False, "restartCount": restart_count,
-            "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                  "message": f"back-off {backoff}s restarting failed container={container['name']}"
-                                             f" pod={pod_name}"}},
-            "lastState": {"terminated": terminated}}
+    return {
+        **_container_base(container),
+        "ready": False,
+        "started": False,
+        "restartCount": restart_count,
+        "state": {
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off {backoff}s restarting failed container={container['name']} pod={pod_name}",
+            }
+        },
+        "lastState": {"terminated": terminated},
+    }
 
 
 def _summarize(changes: Mapping[str, Any]) -> str:
@@ -1215,8 +1362,10 @@ def _pod_summary(status: Mapping[str, Any]) -> str:
             state = cs.get("state") or {}
             what = next(iter(state), "?")
             reason = (state.get(what) or {}).get("reason")
-            parts.append(f"{cs.get('name')}={what}{'(' + reason + ')' if reason else ''}"
-                         f"{' restarts=' + str(cs['restartCount']) if cs.get('restartCount') else ''}")
+            parts.append(
+                f"{cs.get('name')}={what}{'(' + reason + ')' if reason else ''}"
+                f"{' restarts=' + str(cs['restartCount']) if cs.get('restartCount') else ''}"
+            )
     for c in status.get("conditions") or ():
         if c.get("type") in ("Ready", "Initialized"):
             parts.append(f"{c['type']}={c.get('status')}")
@@ -1227,15 +1376,24 @@ def _pod_summary(status: Mapping[str, Any]) -> str:
 # The engine
 # --------------------------------------------------------------------------------------------------
 
+
 class Simulator:
     """Runs handlers against a cluster: `start()`, `wait_ready()`, `stop()`; or, in unit tests without
     threads, `sync()` (list every kind) and `process_pending()` (run due reconciles)."""
 
-    def __init__(self, client: KubeClient, handlers: Sequence[Handler], *, resync_period: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic,
-                 wallclock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 watch_timeout: int = 60, retry_base: float = 0.5, retry_cap: float = 60.0,
-                 log: logging.Logger = LOG) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        handlers: Sequence[Handler],
+        *,
+        resync_period: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        watch_timeout: int = 60,
+        retry_base: float = 0.5,
+        retry_cap: float = 60.0,
+        log: logging.Logger = LOG,
+    ) -> None:
         self.client = client
         self.handlers = list(handlers)
         names = [h.handler_name for h in self.handlers]
@@ -1269,8 +1427,7 @@ class Simulator:
         return self.informers[NODE].get(Key(None, name))
 
     def _get_faults_configmap(self) -> Obj | None:
-        return self.informers[FAULTS_CONFIGMAP_KIND].get(Key(faults_mod.FAULTS_NAMESPACE,
-                                                             faults_mod.FAULTS_CONFIGMAP))
+        return self.informers[FAULTS_CONFIGMAP_KIND].get(Key(faults_mod.FAULTS_NAMESPACE, faults_mod.FAULTS_CONFIGMAP))
 
     # -- events ------------------------------------------------------------------------------------
     def _on_event(self, kind: Kind, event_type: str, old: Obj | None, new: Obj | None) -> None:
@@ -1295,8 +1452,12 @@ class Simulator:
             after = faults_mod.configmap_entries(new)
             if before != after:
                 self.faults.validate(*after.values())
-                self.log.info("faults ConfigMap %s/%s changed: %s", faults_mod.FAULTS_NAMESPACE,
-                              faults_mod.FAULTS_CONFIGMAP, faults_mod.format_entries(after) or "(none)")
+                self.log.info(
+                    "faults ConfigMap %s/%s changed: %s",
+                    faults_mod.FAULTS_NAMESPACE,
+                    faults_mod.FAULTS_CONFIGMAP,
+                    faults_mod.format_entries(after) or "(none)",
+                )
                 changed = {n for n in set(before) | set(after) if before.get(n) != after.get(n)}
                 self._faults_changed(None if faults_mod.ALL_NODES_KEYS & changed else frozenset(changed))
 
@@ -1380,9 +1541,16 @@ class Simulator:
             requeue = handler.reconcile(ctx, key)
         except Exception as exc:
             delay = self.queue.add_rate_limited(item)
-            self.log.error("reconcile %s/%s failed (attempt %d), retrying in %.1fs: %s: %s\n%s",
-                           handler.primary.kind, key, self.queue.failures(item), delay, type(exc).__name__, exc,
-                           traceback.format_exc().rstrip())
+            self.log.error(
+                "reconcile %s/%s failed (attempt %d), retrying in %.1fs: %s: %s\n%s",
+                handler.primary.kind,
+                key,
+                self.queue.failures(item),
+                delay,
+                type(exc).__name__,
+                exc,
+                traceback.format_exc().rstrip(),
+            )
             return False
         self.queue.forget(item)
         if requeue:
@@ -1448,9 +1616,11 @@ class Simulator:
         worker = threading.Thread(target=self._worker, daemon=True, name="simulator-worker")
         worker.start()
         self._threads.append(worker)
-        self.log.info("simulator starting: handlers %s; watching %s",
-                      ", ".join(h.handler_name for h in self.handlers) or "(none)",
-                      ", ".join(str(k) for k in self.informers))
+        self.log.info(
+            "simulator starting: handlers %s; watching %s",
+            ", ".join(h.handler_name for h in self.handlers) or "(none)",
+            ", ".join(str(k) for k in self.informers),
+        )
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()

@@ -98,7 +98,7 @@ def test_config_space_parses(trees, profile, addr, htype, ptype, vendor, acs, vf
         assert 0x0010 not in p["ext"]
         assert not (dev / "sriov_totalvfs").exists()
     else:
-        off, _ = p["ext"][0x0010]
+        off, _ver = p["ext"][0x0010]
         assert off == 0x150
         assert u16(cfg, off + 0x0E) == vfs == int((dev / "sriov_totalvfs").read_text())
         assert u16(cfg, off + 0x10) == 0 == int((dev / "sriov_numvfs").read_text())

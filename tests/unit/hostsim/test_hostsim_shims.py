@@ -21,8 +21,8 @@ def steps(tree, *cmds: str) -> list[tuple[int, str, str]]:
     assert res.returncode == 0, res.stderr
     out = []
     for block in res.stdout.split("@@END\n")[:-1]:
-        head, _, rest = block.partition("\n")
-        so, _, se = rest.partition("@@OUT\n")
+        head, _nl, rest = block.partition("\n")
+        so, _mark, se = rest.partition("@@OUT\n")
         out.append((int(head.lstrip("@")), so, se))
     assert len(out) == len(cmds), res.stdout
     return out

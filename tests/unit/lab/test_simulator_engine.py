@@ -1,5 +1,6 @@
 """Simulator engine and Context: dispatch through map_to_primary, retries with backoff, resync,
 requeue, and the write helpers (apply_object, patch_node_status, set_pod_status...)."""
+
 from __future__ import annotations
 
 import logging
@@ -20,8 +21,8 @@ from gpuops_lab.simulator.framework import (
     is_subset,
 )
 
-WIDGET = Kind("example.com/v1", "Widget")            # cluster-scoped, like ClusterPolicy
-GADGET = Kind("example.com/v1", "Gadget")            # namespaced
+WIDGET = Kind("example.com/v1", "Widget")  # cluster-scoped, like ClusterPolicy
+GADGET = Kind("example.com/v1", "Gadget")  # namespaced
 SCOPES = {("example.com/v1", "Widget")}
 
 
@@ -75,12 +76,15 @@ def make_sim(handler: Handler, client: FakeKubeClient | None = None, **kw):
     return client, sim
 
 
-@pytest.mark.parametrize(("labels", "expected"), [
-    ({"widget": "w1"}, ["w1"]),
-    ({"widget": "w2"}, ["w2"]),
-    ({}, []),
-    ({"other": "w1"}, []),
-])
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ({"widget": "w1"}, ["w1"]),
+        ({"widget": "w2"}, ["w2"]),
+        ({}, []),
+        ({"other": "w1"}, []),
+    ],
+)
 def test_secondary_events_map_to_primary_keys(labels, expected):
     h = WidgetHandler()
     client, sim = make_sim(h)
@@ -225,16 +229,25 @@ def test_cache_reads_are_copies_and_filter_labels():
 
 # -- Context helpers -------------------------------------------------------------------------------
 
+
 def ctx_for(handler: Handler, key: Key, **kw):
     client, sim = make_sim(handler, **kw)
     return client, sim, (lambda: Context(sim, handler, key))
 
 
 def ds_manifest(name: str, namespace: str = "gpu-operator", image: str = "example.com/driver:1") -> dict:
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "main", "image": image}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": image}]},
+            },
+        },
+    }
 
 
 class DsHandler(WidgetHandler):
@@ -250,9 +263,16 @@ def test_apply_object_creates_with_owner_then_skips_then_updates(caplog):
         ctx().apply_object(ds_manifest("nvidia-driver-daemonset"))
     assert "reconcile Widget/w1: created DaemonSet gpu-operator/nvidia-driver-daemonset" in caplog.text
     ds = client.obj("apps/v1", "DaemonSet", "nvidia-driver-daemonset", "gpu-operator")
-    assert ds["metadata"]["ownerReferences"] == [{"apiVersion": "example.com/v1", "kind": "Widget", "name": "w1",
-                                                  "uid": w["metadata"]["uid"], "controller": True,
-                                                  "blockOwnerDeletion": True}]
+    assert ds["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "name": "w1",
+            "uid": w["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     assert len(client.writes_of("apply")) == 1
     ctx().apply_object(ds_manifest("nvidia-driver-daemonset"))  # cache is written through: no-op
     sim.sync()
@@ -268,16 +288,25 @@ def test_apply_object_creates_with_owner_then_skips_then_updates(caplog):
     assert client.obj("apps/v1", "DaemonSet", "nvidia-driver-daemonset", "gpu-operator") is None
 
 
-@pytest.mark.parametrize(("owner", "manifest", "error"), [
-    # namespaced owner, cluster-scoped object: not allowed
-    ({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": "a", "uid": "1"}},
-     widget("w9"), "cannot be owned by namespaced"),
-    # namespaced owner in another namespace
-    ({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": "a", "uid": "1"}},
-     ds_manifest("x", namespace="b"), "in another namespace"),
-    (None, ds_manifest("x", namespace=None), "needs metadata.namespace"),
-    (None, widget("w9") | {"metadata": {"name": "w9", "namespace": "a"}}, "cannot have a namespace"),
-])
+@pytest.mark.parametrize(
+    ("owner", "manifest", "error"),
+    [
+        # namespaced owner, cluster-scoped object: not allowed
+        (
+            {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": "a", "uid": "1"}},
+            widget("w9"),
+            "cannot be owned by namespaced",
+        ),
+        # namespaced owner in another namespace
+        (
+            {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": "a", "uid": "1"}},
+            ds_manifest("x", namespace="b"),
+            "in another namespace",
+        ),
+        (None, ds_manifest("x", namespace=None), "needs metadata.namespace"),
+        (None, widget("w9") | {"metadata": {"name": "w9", "namespace": "a"}}, "cannot have a namespace"),
+    ],
+)
 def test_apply_object_rejects_invalid_ownership(owner, manifest, error):
     client, sim, ctx = ctx_for(DsHandler(), Key(None, "w1"))
     if manifest["metadata"].get("namespace") is None:
@@ -311,9 +340,12 @@ def test_patch_node_status_sets_removes_and_skips_noops(caplog):
     client.add(make_node("n1", allocatable={"cpu": "4", "example.com/old": "1"}))
     sim.sync()
     with caplog.at_level(logging.INFO, logger="gpuops_lab.simulator"):
-        ctx().patch_node_status("n1", capacity={"example.com/widget": 2, "example.com/old": None},
-                                allocatable={"example.com/widget": "2", "example.com/old": None},
-                                conditions=[{"type": "WidgetHealthy", "status": "True", "reason": "Fine"}])
+        ctx().patch_node_status(
+            "n1",
+            capacity={"example.com/widget": 2, "example.com/old": None},
+            allocatable={"example.com/widget": "2", "example.com/old": None},
+            conditions=[{"type": "WidgetHealthy", "status": "True", "reason": "Fine"}],
+        )
     node = client.obj("v1", "Node", "n1")
     assert node["status"]["capacity"] == {"cpu": "4", "example.com/widget": "2"}
     assert node["status"]["allocatable"] == {"cpu": "4", "example.com/widget": "2"}
@@ -323,8 +355,11 @@ def test_patch_node_status_sets_removes_and_skips_noops(caplog):
     assert "patched Node n1 status: capacity example.com/widget=2, -example.com/old" in caplog.text
     writes = len(client.writes)
     wall.now += timedelta(minutes=1)
-    ctx().patch_node_status("n1", capacity={"example.com/widget": "2", "example.com/old": None},
-                            conditions=[{"type": "WidgetHealthy", "status": "True", "reason": "Fine"}])
+    ctx().patch_node_status(
+        "n1",
+        capacity={"example.com/widget": "2", "example.com/old": None},
+        conditions=[{"type": "WidgetHealthy", "status": "True", "reason": "Fine"}],
+    )
     assert len(client.writes) == writes  # nothing changed
     ctx().patch_node_status("n1", conditions=[{"type": "WidgetHealthy", "status": "False", "reason": "Bad"}])
     cond = next(c for c in client.obj("v1", "Node", "n1")["status"]["conditions"] if c["type"] == "WidgetHealthy")
@@ -350,8 +385,7 @@ def test_patch_status_merge_patches_status_subresource():
     assert client.obj("example.com/v1", "Widget", "w1")["status"] == {"state": "ready", "keep": 1}
     assert client.writes_of("patch/status")[0][3] == {"status": {"state": "ready"}}
     n = len(client.writes)
-    ctx().patch_status(sim.cache.get(WIDGET, "w1") or client.obj("example.com/v1", "Widget", "w1"),
-                       {"state": "ready"})
+    ctx().patch_status(sim.cache.get(WIDGET, "w1") or client.obj("example.com/v1", "Widget", "w1"), {"state": "ready"})
     assert len(client.writes) == n
 
 
@@ -423,17 +457,20 @@ def test_set_pod_stuck_init_and_release():
     assert MANAGED_STATUS_ANNOTATION not in pod["metadata"]["annotations"]
 
 
-@pytest.mark.parametrize(("desired", "live", "expected"), [
-    ({"a": 1}, {"a": 1, "b": 2}, True),
-    ({"a": 1}, {"a": 2}, False),
-    ({"a": None}, {"b": 1}, True),
-    ({"a": None}, {"a": 1}, False),
-    ({"l": [{"x": 1}]}, {"l": [{"x": 1, "y": 2}]}, True),
-    ({"l": [{"x": 1}]}, {"l": [{"x": 1}, {"x": 2}]}, False),
-    ({"n": 2}, {"n": "2"}, True),
-    ({"b": True}, {"b": "True"}, False),
-    ({"m": {"k": "v"}}, {"m": None}, False),
-])
+@pytest.mark.parametrize(
+    ("desired", "live", "expected"),
+    [
+        ({"a": 1}, {"a": 1, "b": 2}, True),
+        ({"a": 1}, {"a": 2}, False),
+        ({"a": None}, {"b": 1}, True),
+        ({"a": None}, {"a": 1}, False),
+        ({"l": [{"x": 1}]}, {"l": [{"x": 1, "y": 2}]}, True),
+        ({"l": [{"x": 1}]}, {"l": [{"x": 1}, {"x": 2}]}, False),
+        ({"n": 2}, {"n": "2"}, True),
+        ({"b": True}, {"b": "True"}, False),
+        ({"m": {"k": "v"}}, {"m": None}, False),
+    ],
+)
 def test_is_subset(desired, live, expected):
     assert is_subset(desired, live) is expected
 
@@ -444,7 +481,7 @@ def test_duplicate_handler_names_rejected():
 
 
 def test_watches_include_nodes_and_faults_configmap():
-    _, sim = make_sim(WidgetHandler())
+    _client, sim = make_sim(WidgetHandler())
     assert NODE in sim.informers
     assert Kind("v1", "ConfigMap", "gpuops-sim") in sim.informers
     assert WIDGET in sim.informers and POD in sim.informers

@@ -1,5 +1,6 @@
 """The example handler FakeDevicePlugin: its decisions (tables) and the engine running it against the
 fake client, synchronously and with threads."""
+
 from __future__ import annotations
 
 import time
@@ -22,13 +23,16 @@ from gpuops_lab.simulator.handlers.example import (
 WIDGET = "example.com/widget"
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("example.com/widget=2", {WIDGET: 2}),
-    (" example.com/widget = 2 , example.com/gadget=0", {WIDGET: 2, "example.com/gadget": 0}),
-    ("example.com/widget=1,example.com/widget=2", {WIDGET: 3}),
-    ("", {}),
-    (None, {}),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("example.com/widget=2", {WIDGET: 2}),
+        (" example.com/widget = 2 , example.com/gadget=0", {WIDGET: 2, "example.com/gadget": 0}),
+        ("example.com/widget=1,example.com/widget=2", {WIDGET: 3}),
+        ("", {}),
+        (None, {}),
+    ],
+)
 def test_parse_advertises(value, expected):
     assert parse_advertises(value) == expected
 
@@ -57,19 +61,22 @@ def pod(owner=DS, node="n1", ready=True, deleting=False, name="p"):
     return p
 
 
-@pytest.mark.parametrize(("pods", "faults", "expected"), [
-    ([pod()], set(), {WIDGET: 2}),
-    ([pod(ready=False)], set(), {}),
-    ([pod(deleting=True)], set(), {}),
-    ([pod(node="n2")], set(), {}),
-    ([pod(owner=None)], set(), {}),
-    ([pod(owner=UNLABELLED)], set(), {}),
-    ([pod()], {FAULT_UNHEALTHY}, {}),
-    ([pod()], {"something-else"}, {WIDGET: 2}),
-    ([pod(), pod(owner=DS2, name="p2")], set(), {WIDGET: 3}),
-    ([pod(owner=BAD)], set(), {}),
-    ([pod(owner=make_daemonset("gone", "ns") | {"metadata": {"name": "gone", "uid": "x"}})], set(), {}),
-])
+@pytest.mark.parametrize(
+    ("pods", "faults", "expected"),
+    [
+        ([pod()], set(), {WIDGET: 2}),
+        ([pod(ready=False)], set(), {}),
+        ([pod(deleting=True)], set(), {}),
+        ([pod(node="n2")], set(), {}),
+        ([pod(owner=None)], set(), {}),
+        ([pod(owner=UNLABELLED)], set(), {}),
+        ([pod()], {FAULT_UNHEALTHY}, {}),
+        ([pod()], {"something-else"}, {WIDGET: 2}),
+        ([pod(), pod(owner=DS2, name="p2")], set(), {WIDGET: 3}),
+        ([pod(owner=BAD)], set(), {}),
+        ([pod(owner=make_daemonset("gone", "ns") | {"metadata": {"name": "gone", "uid": "x"}})], set(), {}),
+    ],
+)
 def test_desired_resources(pods, faults, expected):
     errors: list[str] = []
     assert desired_resources("n1", pods, ALL_DS, frozenset(faults), errors) == expected
@@ -84,14 +91,17 @@ def node_with(allocatable: dict[str, str], owned: str | None = None) -> dict:
     return n
 
 
-@pytest.mark.parametrize(("node", "desired", "changes"), [
-    (node_with({}), {WIDGET: 2}, {WIDGET: "2"}),
-    (node_with({WIDGET: "2"}, WIDGET), {WIDGET: 2}, {}),
-    (node_with({WIDGET: "1"}, WIDGET), {WIDGET: 2}, {WIDGET: "2"}),
-    (node_with({WIDGET: "2"}, WIDGET), {}, {WIDGET: None}),
-    (node_with({WIDGET: "2"}), {}, {}),  # not ours: left alone
-    (node_with({}, WIDGET), {}, {}),      # ours but already gone
-])
+@pytest.mark.parametrize(
+    ("node", "desired", "changes"),
+    [
+        (node_with({}), {WIDGET: 2}, {WIDGET: "2"}),
+        (node_with({WIDGET: "2"}, WIDGET), {WIDGET: 2}, {}),
+        (node_with({WIDGET: "1"}, WIDGET), {WIDGET: 2}, {WIDGET: "2"}),
+        (node_with({WIDGET: "2"}, WIDGET), {}, {WIDGET: None}),
+        (node_with({WIDGET: "2"}), {}, {}),  # not ours: left alone
+        (node_with({}, WIDGET), {}, {}),  # ours but already gone
+    ],
+)
 def test_plan_node(node, desired, changes):
     assert plan_node(node, desired) == changes
 
@@ -115,6 +125,7 @@ def test_custom_label_is_independent():
 
 # -- engine + fake client --------------------------------------------------------------------------
 
+
 def allocatable(client: FakeKubeClient, node: str) -> str | None:
     n = client.obj("v1", "Node", node)
     assert n["status"]["capacity"].get(WIDGET) == n["status"]["allocatable"].get(WIDGET)
@@ -130,8 +141,9 @@ def env():
     client = FakeKubeClient()
     for n in ("n1", "n2", "n3"):
         client.add(make_node(n))
-    ds = client.add(make_daemonset("plugin", "ns", labels={ADVERTISES: "true"},
-                                   annotations={ADVERTISES: "example.com/widget=2"}))
+    ds = client.add(
+        make_daemonset("plugin", "ns", labels={ADVERTISES: "true"}, annotations={ADVERTISES: "example.com/widget=2"})
+    )
     client.add(make_pod("plugin-a", "ns", "n1", owner=ds))
     client.add(make_pod("plugin-b", "ns", "n2", owner=ds, ready=False))
     client.add(make_pod("unrelated", "ns", "n3"))
@@ -147,7 +159,7 @@ def env():
 
 
 def test_ready_pods_advertise_resources(env):
-    client, sim, step, _ = env
+    client, sim, step, _rest = env
     step()
     assert allocatable(client, "n1") == "2"
     assert owned(client, "n1") == WIDGET
@@ -161,21 +173,35 @@ def test_ready_pods_advertise_resources(env):
 
 
 def test_pod_becoming_ready_and_unready(env):
-    client, sim, step, _ = env
+    client, sim, step, _rest = env
     step()
-    client.patch("v1", "Pod", "plugin-b", "ns", {"status": {"phase": "Running", "conditions": [
-        {"type": "Ready", "status": "True"}]}}, "strategic", "status")
+    client.patch(
+        "v1",
+        "Pod",
+        "plugin-b",
+        "ns",
+        {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+        "strategic",
+        "status",
+    )
     step()
     assert allocatable(client, "n2") == "2"
-    client.patch("v1", "Pod", "plugin-a", "ns", {"status": {"conditions": [
-        {"type": "Ready", "status": "False"}]}}, "strategic", "status")
+    client.patch(
+        "v1",
+        "Pod",
+        "plugin-a",
+        "ns",
+        {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+        "strategic",
+        "status",
+    )
     step()
     assert allocatable(client, "n1") is None
     assert owned(client, "n1") is None
 
 
 def test_fault_annotation_removes_resource(env):
-    client, sim, step, _ = env
+    client, sim, step, _rest = env
     step()
     client.patch("v1", "Node", "n1", None, {"metadata": {"annotations": {FAULTS_ANNOTATION: FAULT_UNHEALTHY}}})
     step()
@@ -186,17 +212,22 @@ def test_fault_annotation_removes_resource(env):
 
 
 def test_fault_configmap_for_all_nodes(env):
-    client, sim, step, _ = env
+    client, sim, step, _rest = env
     step()
-    client.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gpuops-sim-faults",
-                                                                       "namespace": "gpuops-sim"},
-                "data": {"_all": FAULT_UNHEALTHY}})
+    client.add(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "gpuops-sim-faults", "namespace": "gpuops-sim"},
+            "data": {"_all": FAULT_UNHEALTHY},
+        }
+    )
     step()
     assert allocatable(client, "n1") is None
 
 
 def test_daemonset_deleted_removes_resource(env):
-    client, sim, step, _ = env
+    client, sim, step, _rest = env
     step()
     client.delete("apps/v1", "DaemonSet", "plugin", "ns")  # cascades to its pods
     step()
@@ -205,16 +236,22 @@ def test_daemonset_deleted_removes_resource(env):
 
 
 def test_annotation_change_updates_count(env):
-    client, sim, step, _ = env
+    client, sim, step, _rest = env
     step()
-    client.patch("apps/v1", "DaemonSet", "plugin", "ns", {"metadata": {"annotations": {
-        ADVERTISES: "example.com/widget=4,example.com/gadget=1"}}})
+    client.patch(
+        "apps/v1",
+        "DaemonSet",
+        "plugin",
+        "ns",
+        {"metadata": {"annotations": {ADVERTISES: "example.com/widget=4,example.com/gadget=1"}}},
+    )
     step()
     assert allocatable(client, "n1") == "4"
     assert client.obj("v1", "Node", "n1")["status"]["allocatable"]["example.com/gadget"] == "1"
     assert owned(client, "n1") == "example.com/gadget,example.com/widget"
-    client.patch("apps/v1", "DaemonSet", "plugin", "ns", {"metadata": {"annotations": {
-        ADVERTISES: "example.com/widget=4"}}})
+    client.patch(
+        "apps/v1", "DaemonSet", "plugin", "ns", {"metadata": {"annotations": {ADVERTISES: "example.com/widget=4"}}}
+    )
     step()
     assert "example.com/gadget" not in client.obj("v1", "Node", "n1")["status"]["allocatable"]
     assert owned(client, "n1") == WIDGET
@@ -227,8 +264,11 @@ def test_threaded_run_with_fake_client():
     sim.start()
     try:
         assert sim.wait_ready(2.0)
-        ds = client.create(make_daemonset("plugin", "ns", labels={ADVERTISES: "true"},
-                                          annotations={ADVERTISES: "example.com/widget=2"}))
+        ds = client.create(
+            make_daemonset(
+                "plugin", "ns", labels={ADVERTISES: "true"}, annotations={ADVERTISES: "example.com/widget=2"}
+            )
+        )
         client.create(make_pod("plugin-a", "ns", "n1", owner=ds))
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and allocatable(client, "n1") != "2":

@@ -1,5 +1,6 @@
 """Fault lookup: annotation, ConfigMap per node and for all nodes, unknown-name warnings, and fault
 changes triggering reconciles."""
+
 from __future__ import annotations
 
 import logging
@@ -15,35 +16,45 @@ def node(name: str, annotation: str | None = None) -> dict:
 
 
 def cm(data: dict[str, str]) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": faults.FAULTS_CONFIGMAP, "namespace": faults.FAULTS_NAMESPACE}, "data": data}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": faults.FAULTS_CONFIGMAP, "namespace": faults.FAULTS_NAMESPACE},
+        "data": data,
+    }
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    (None, set()),
-    ("", set()),
-    ("a", {"a"}),
-    ("a,b", {"a", "b"}),
-    (" a , ,B,,a ", {"a", "b"}),
-    ("device-plugin-unhealthy", {"device-plugin-unhealthy"}),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, set()),
+        ("", set()),
+        ("a", {"a"}),
+        ("a,b", {"a", "b"}),
+        (" a , ,B,,a ", {"a", "b"}),
+        ("device-plugin-unhealthy", {"device-plugin-unhealthy"}),
+    ],
+)
 def test_parse_faults(value, expected):
     assert faults.parse_faults(value) == frozenset(expected)
 
 
-@pytest.mark.parametrize(("node_obj", "configmap", "expected"), [
-    (None, None, set()),
-    (node("n1"), None, set()),
-    (node("n1", "x"), None, {"x"}),
-    (node("n1", "x,y"), cm({}), {"x", "y"}),
-    (node("n1"), cm({"n1": "a"}), {"a"}),
-    (node("n1"), cm({"n2": "a"}), set()),
-    (node("n1"), cm({"*": "star"}), {"star"}),
-    (node("n1"), cm({"_all": "all"}), {"all"}),
-    (node("n1", "x"), cm({"n1": "a,b", "*": "c", "n2": "z"}), {"x", "a", "b", "c"}),
-    (None, cm({"n1": "a"}), {"a"}),
-    (node("n1", ""), cm({"n1": " , "}), set()),
-])
+@pytest.mark.parametrize(
+    ("node_obj", "configmap", "expected"),
+    [
+        (None, None, set()),
+        (node("n1"), None, set()),
+        (node("n1", "x"), None, {"x"}),
+        (node("n1", "x,y"), cm({}), {"x", "y"}),
+        (node("n1"), cm({"n1": "a"}), {"a"}),
+        (node("n1"), cm({"n2": "a"}), set()),
+        (node("n1"), cm({"*": "star"}), {"star"}),
+        (node("n1"), cm({"_all": "all"}), {"all"}),
+        (node("n1", "x"), cm({"n1": "a,b", "*": "c", "n2": "z"}), {"x", "a", "b", "c"}),
+        (None, cm({"n1": "a"}), {"a"}),
+        (node("n1", ""), cm({"n1": " , "}), set()),
+    ],
+)
 def test_resolve(node_obj, configmap, expected):
     assert faults.resolve("n1", node_obj, configmap) == frozenset(expected)
 
@@ -104,9 +115,9 @@ def test_node_annotation_change_reconciles_primaries(env):
     client.patch("v1", "Node", "n1", None, {"metadata": {"annotations": {faults.FAULTS_ANNOTATION: "x"}}})
     sim.sync()
     sim.process_pending()
-    assert sorted(k.name for k, _ in rec.seen) == ["w1", "w2"]
-    assert all(f == {"x"} for _, f in rec.seen)
-    assert [k.name for k, _ in nrec.seen] == ["n1"]
+    assert sorted(k.name for k, _f in rec.seen) == ["w1", "w2"]
+    assert all(f == {"x"} for _k, f in rec.seen)
+    assert [k.name for k, _f in nrec.seen] == ["n1"]
 
 
 def test_unrelated_node_change_does_not_reconcile_other_primaries(env):
@@ -115,33 +126,47 @@ def test_unrelated_node_change_does_not_reconcile_other_primaries(env):
     sim.sync()
     sim.process_pending()
     assert rec.seen == []
-    assert [k.name for k, _ in nrec.seen] == ["n1"]  # primary of NodeRecorder changed
+    assert [k.name for k, _f in nrec.seen] == ["n1"]  # primary of NodeRecorder changed
 
 
-@pytest.mark.parametrize(("data", "node_keys"), [
-    ({"n2": "x"}, ["n2"]),
-    ({"*": "x"}, ["n1", "n2"]),
-    ({"_all": "x"}, ["n1", "n2"]),
-])
+@pytest.mark.parametrize(
+    ("data", "node_keys"),
+    [
+        ({"n2": "x"}, ["n2"]),
+        ({"*": "x"}, ["n1", "n2"]),
+        ({"_all": "x"}, ["n1", "n2"]),
+    ],
+)
 def test_configmap_change_reconciles_primaries(env, data, node_keys):
     client, sim, rec, nrec = env
     client.add(cm(data))
     sim.sync()
     sim.process_pending()
-    assert sorted(k.name for k, _ in rec.seen) == ["w1", "w2"]
-    assert sorted(k.name for k, _ in nrec.seen) == node_keys
+    assert sorted(k.name for k, _f in rec.seen) == ["w1", "w2"]
+    assert sorted(k.name for k, _f in nrec.seen) == node_keys
     rec.seen.clear()
-    client.patch("v1", "ConfigMap", faults.FAULTS_CONFIGMAP, faults.FAULTS_NAMESPACE,
-                 {"metadata": {"labels": {"only": "metadata"}}})
+    client.patch(
+        "v1",
+        "ConfigMap",
+        faults.FAULTS_CONFIGMAP,
+        faults.FAULTS_NAMESPACE,
+        {"metadata": {"labels": {"only": "metadata"}}},
+    )
     sim.sync()
     sim.process_pending()
     assert rec.seen == []  # data unchanged: nothing to do
 
 
 def test_other_configmaps_are_ignored(env):
-    client, sim, rec, _ = env
-    client.add({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "unrelated", "namespace": faults.FAULTS_NAMESPACE}, "data": {"*": "x"}})
+    client, sim, rec, _rest = env
+    client.add(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "unrelated", "namespace": faults.FAULTS_NAMESPACE},
+            "data": {"*": "x"},
+        }
+    )
     sim.sync()
     sim.process_pending()
     assert rec.seen == []

@@ -1,4 +1,5 @@
 """Informer: list diffs, watch events, 410 Gone re-list, reconnect with backoff, kinds not served."""
+
 from __future__ import annotations
 
 import threading
@@ -13,7 +14,9 @@ class Events:
         self.items: list[tuple[str, str | None, str | None]] = []
 
     def __call__(self, kind, etype, old, new):
-        name = lambda o: o["metadata"]["name"] if o else None  # noqa: E731
+        def name(o):
+            return o["metadata"]["name"] if o else None
+
         self.items.append((etype, name(old), name(new)))
 
 
@@ -38,17 +41,36 @@ def test_relist_emits_differences():
     assert events.items == []
 
 
-@pytest.mark.parametrize(("event", "expected_events", "expected_names", "rv"), [
-    ({"type": "ADDED", "object": make_node("new") | {"metadata": {"name": "new", "resourceVersion": "50"}}},
-     [("ADDED", None, "new")], ["a", "new"], "50"),
-    ({"type": "MODIFIED", "object": {"apiVersion": "v1", "kind": "Node",
-                                     "metadata": {"name": "a", "resourceVersion": "51"}}},
-     [("MODIFIED", "a", "a")], ["a"], "51"),
-    ({"type": "DELETED", "object": {"apiVersion": "v1", "kind": "Node",
-                                    "metadata": {"name": "a", "resourceVersion": "52"}}},
-     [("DELETED", "a", None)], [], "52"),
-    ({"type": "BOOKMARK", "object": {"kind": "Node", "metadata": {"resourceVersion": "53"}}}, [], ["a"], "53"),
-])
+@pytest.mark.parametrize(
+    ("event", "expected_events", "expected_names", "rv"),
+    [
+        (
+            {"type": "ADDED", "object": make_node("new") | {"metadata": {"name": "new", "resourceVersion": "50"}}},
+            [("ADDED", None, "new")],
+            ["a", "new"],
+            "50",
+        ),
+        (
+            {
+                "type": "MODIFIED",
+                "object": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a", "resourceVersion": "51"}},
+            },
+            [("MODIFIED", "a", "a")],
+            ["a"],
+            "51",
+        ),
+        (
+            {
+                "type": "DELETED",
+                "object": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a", "resourceVersion": "52"}},
+            },
+            [("DELETED", "a", None)],
+            [],
+            "52",
+        ),
+        ({"type": "BOOKMARK", "object": {"kind": "Node", "metadata": {"resourceVersion": "53"}}}, [], ["a"], "53"),
+    ],
+)
 def test_handle_event(event, expected_events, expected_names, rv):
     client = FakeKubeClient()
     client.add(make_node("a"))
@@ -140,7 +162,7 @@ def test_errors_reconnect_with_backoff_and_relist():
         while client.watches_opened < opened + 2:
             stop.wait(0.01)
         client.fail_next("watch", ApiError(503, "unavailable"))
-        for _ in range(200):
+        for _i in range(200):
             if len(waits) == 4 and inf.lists > lists:
                 break
             stop.wait(0.01)

@@ -1,4 +1,5 @@
 """`python -m gpuops_lab.simulator`: handler loading and arguments."""
+
 from __future__ import annotations
 
 import sys
@@ -34,28 +35,34 @@ def module(monkeypatch):
     return mod
 
 
-@pytest.mark.parametrize(("spec", "names"), [
-    (None, [h.name for h in BUILTIN_HANDLERS]),
-    ("builtin", [h.name for h in BUILTIN_HANDLERS]),
-    ("none", []),
-    ("", [h.name for h in BUILTIN_HANDLERS]),
-    ("simtest_handlers:One", ["One"]),
-    ("simtest_handlers:instance", ["Two"]),
-    ("simtest_handlers:both", ["One", "Two"]),
-    ("simtest_handlers:nested.cls", ["Two"]),
-    ("none, simtest_handlers:One ,simtest_handlers:instance", ["One", "Two"]),
-    ("builtin,simtest_handlers:One", [*(h.name for h in BUILTIN_HANDLERS), "One"]),
-])
+@pytest.mark.parametrize(
+    ("spec", "names"),
+    [
+        (None, [h.name for h in BUILTIN_HANDLERS]),
+        ("builtin", [h.name for h in BUILTIN_HANDLERS]),
+        ("none", []),
+        ("", [h.name for h in BUILTIN_HANDLERS]),
+        ("simtest_handlers:One", ["One"]),
+        ("simtest_handlers:instance", ["Two"]),
+        ("simtest_handlers:both", ["One", "Two"]),
+        ("simtest_handlers:nested.cls", ["Two"]),
+        ("none, simtest_handlers:One ,simtest_handlers:instance", ["One", "Two"]),
+        ("builtin,simtest_handlers:One", [*(h.name for h in BUILTIN_HANDLERS), "One"]),
+    ],
+)
 def test_load_handlers(module, spec, names):
     assert [h.handler_name for h in load_handlers(spec)] == names
 
 
-@pytest.mark.parametrize(("spec", "error"), [
-    ("simtest_handlers", ValueError),
-    ("simtest_handlers:bogus", ValueError),
-    ("simtest_handlers:missing", AttributeError),
-    ("no_such_module_xyz:Thing", ImportError),
-])
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ("simtest_handlers", ValueError),
+        ("simtest_handlers:bogus", ValueError),
+        ("simtest_handlers:missing", AttributeError),
+        ("no_such_module_xyz:Thing", ImportError),
+    ],
+)
 def test_load_handlers_errors(module, spec, error):
     with pytest.raises(error):
         load_handlers(spec)

@@ -1,4 +1,5 @@
 """WorkQueue: deduplication, re-queue while processing, delays and retry backoff (fake clock)."""
+
 from __future__ import annotations
 
 import time
@@ -23,13 +24,16 @@ def drain(q: WorkQueue) -> list:
     return out
 
 
-@pytest.mark.parametrize(("adds", "expected"), [
-    (["a"], ["a"]),
-    (["a", "a", "a"], ["a"]),
-    (["a", "b", "a", "c", "b"], ["a", "b", "c"]),
-    ([("H", "x"), ("H", "x"), ("G", "x")], [("H", "x"), ("G", "x")]),
-    ([], []),
-])
+@pytest.mark.parametrize(
+    ("adds", "expected"),
+    [
+        (["a"], ["a"]),
+        (["a", "a", "a"], ["a"]),
+        (["a", "b", "a", "c", "b"], ["a", "b", "c"]),
+        ([("H", "x"), ("H", "x"), ("G", "x")], [("H", "x"), ("G", "x")]),
+        ([], []),
+    ],
+)
 def test_dedupe(adds, expected):
     q = WorkQueue(FakeClock())
     for item in adds:
@@ -84,7 +88,7 @@ def test_backoff_delay(attempt, delay):
 def test_rate_limited_retries_back_off_until_forget():
     clock = FakeClock()
     q = WorkQueue(clock, retry_base=0.5, retry_cap=2.0)
-    delays = [q.add_rate_limited("k") for _ in range(4)]
+    delays = [q.add_rate_limited("k") for _i in range(4)]
     assert delays == [0.5, 1.0, 2.0, 2.0]
     assert q.failures("k") == 4
     q.forget("k")

@@ -6,6 +6,7 @@ The example handler (`example.FakeDevicePlugin`) is deliberately not listed: it 
 and is run by the tests themselves (in-process), so the lab's long-running simulator never acts on the
 objects a test owns. Run it from the command line with
 `--handlers builtin,gpuops_lab.simulator.handlers.example:FakeDevicePlugin`."""
+
 from __future__ import annotations
 
 from ..framework import Handler

@@ -20,6 +20,7 @@ Contract:
 `FakeDevicePlugin(label=..., owned_annotation=...)` uses another label/annotation key (the integration
 test does, so it stays independent of any other simulator running against the same cluster).
 """
+
 from __future__ import annotations
 
 import logging
@@ -70,9 +71,14 @@ def owned_resources(node: Mapping[str, Any] | None, annotation: str = OWNED_ANNO
     return {v.strip() for v in value.split(",") if v.strip()}
 
 
-def desired_resources(node_name: str, pods: Iterable[Mapping[str, Any]],
-                      daemonsets: Mapping[Key, Mapping[str, Any]], faults: frozenset[str] | set[str],
-                      errors: list[str] | None = None, label: str = ADVERTISES) -> dict[str, int]:
+def desired_resources(
+    node_name: str,
+    pods: Iterable[Mapping[str, Any]],
+    daemonsets: Mapping[Key, Mapping[str, Any]],
+    faults: frozenset[str] | set[str],
+    errors: list[str] | None = None,
+    label: str = ADVERTISES,
+) -> dict[str, int]:
     """What `node_name` should advertise: resources of DaemonSets opted in with `label` whose pod on
     that node is Running and Ready; nothing under fault device-plugin-unhealthy. Bad annotations go to
     `errors`."""
@@ -102,8 +108,9 @@ def desired_resources(node_name: str, pods: Iterable[Mapping[str, Any]],
     return out
 
 
-def plan_node(node: Mapping[str, Any], desired: Mapping[str, int],
-              annotation: str = OWNED_ANNOTATION) -> dict[str, str | None]:
+def plan_node(
+    node: Mapping[str, Any], desired: Mapping[str, int], annotation: str = OWNED_ANNOTATION
+) -> dict[str, str | None]:
     """The capacity/allocatable changes turning `node` into one advertising `desired`: set what differs,
     remove (None) what this handler advertised before and no longer should."""
     status = node.get("status") or {}

@@ -1,0 +1,386 @@
+#!/usr/bin/python
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_cluster_status
+short_description: Report GPU node readiness and operator state, and diagnose what is not ready
+version_added: 0.1.0
+description:
+  - Reads the cluster with a constant number of list requests, whatever the number of nodes (no per-node
+    request). Nodes, pods and DaemonSets of O(operator_namespace), pods of O(amd_namespace), ClusterPolicies
+    (C(nvidia.com/v1)) and DeviceConfigs (C(amd.com/v1alpha1)) in O(amd_namespace) - six requests, five when both
+    namespaces are the same. The count is returned as RV(api_requests).
+  - Returns, per GPU node, the vendor and product labels, the allocatable C(nvidia.com/gpu), C(nvidia.com/mig-*)
+    and C(amd.com/gpu) resources and the operand pods with their phase, readiness and restarts; the state of the
+    operator custom resources; a summary; and a diagnosis.
+  - The diagnosis maps symptoms to their documented root causes. Each finding names the object, the evidence,
+    the cause and the fix. O(host_facts) refines causes that only the host can tell (nouveau, host driver,
+    kernel headers, NVSwitch and fabric manager).
+  - A custom resource definition that is not installed is reported in the result (RV(summary.cluster_policy) is
+    V(not installed)), not as an error.
+author:
+  - gpuops.platform contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.platform._k8s_auth
+  - gpuops.platform._attributes
+  - gpuops.platform._attributes.info_module
+options:
+  operator_namespace:
+    description: Namespace of the NVIDIA GPU Operator and its operand DaemonSets.
+    type: str
+    default: gpu-operator
+  amd_namespace:
+    description: Namespace of the AMD GPU Operator, its operand pods and its DeviceConfigs.
+    type: str
+    default: kube-amd-gpu
+  node_selector:
+    description:
+      - Kubernetes label selector choosing the GPU nodes to report, for example V(nvidia.com/gpu.present=true)
+        or V(pool in (train,infer\),!maintenance).
+      - Evaluated on the one node list, client-side.
+      - When not set, GPU nodes are those labelled C(nvidia.com/gpu.present=true),
+        C(feature.node.kubernetes.io/pci-10de.present=true) (or C(pci-0302_10de)/C(pci-0300_10de)),
+        C(feature.node.kubernetes.io/amd-gpu=true) or C(feature.node.kubernetes.io/pci-1002.present=true), and
+        those advertising C(nvidia.com/gpu), C(nvidia.com/mig-*) or C(amd.com/gpu).
+    type: str
+  host_facts:
+    description:
+      - Host facts by host name, as set by M(gpuops.platform.gpu_host_facts) (C(ansible_facts.gpuops_host)); see
+        the examples for building it from C(hostvars).
+      - A key matches a node by name or by short name (first DNS label). A value may also be a dict that holds
+        the facts under C(gpuops_host).
+      - Used keys are C(nouveau.loaded), C(nouveau.in_use), C(nvidia_driver.loaded), C(nvidia_driver.version),
+        C(kernel.release), C(kernel.headers_installed), C(secure_boot.state), C(nvswitches),
+        C(fabricmanager.active) and C(fabricmanager.version).
+    type: dict
+  fail_on_error:
+    description:
+      - Fail when the diagnosis has a finding of severity V(error). The result is returned either way.
+    type: bool
+    default: false
+notes:
+  - GPU Operator facts used (v26.7.0) - the operator reconciles the oldest ClusterPolicy (creation time, then name)
+    and sets the others to V(ignored); its operand DaemonSets are C(nvidia-driver-daemonset),
+    C(nvidia-container-toolkit-daemonset), C(nvidia-device-plugin-daemonset), C(gpu-feature-discovery),
+    C(nvidia-dcgm-exporter), C(nvidia-mig-manager) and C(nvidia-operator-validator), whose init containers run
+    C(driver-validation), C(toolkit-validation), C(cuda-validation) and C(plugin-validation) in that order.
+  - The user needs C(list) on nodes, on pods and DaemonSets in O(operator_namespace), on pods in O(amd_namespace),
+    on C(clusterpolicies.nvidia.com) and on C(deviceconfigs.amd.com).
+seealso:
+  - module: gpuops.platform.gpu_host_facts
+"""
+
+EXAMPLES = r"""
+- name: Report GPU readiness
+  gpuops.platform.gpu_cluster_status:
+    kubeconfig: ~/.kube/config
+  register: gpu_status
+
+- name: Show what is wrong and how to fix it
+  ansible.builtin.debug:
+    msg: "{{ item.node }}: {{ item.cause }} -> {{ item.fix }}"
+  loop: "{{ gpu_status.diagnosis }}"
+
+- name: Diagnose with host facts (gathered on the GPU hosts by gpu_host_facts) and fail on errors
+  gpuops.platform.gpu_cluster_status:
+    host_facts: "{{ dict(gpu_hosts | zip(gpu_hosts | map('extract', hostvars, ['ansible_facts', 'gpuops_host']))) }}"
+    fail_on_error: true
+  vars:
+    gpu_hosts: "{{ groups['gpu_nodes'] }}"
+
+- name: Only the training pool
+  gpuops.platform.gpu_cluster_status:
+    node_selector: "pool=train"
+    operator_namespace: nvidia-gpu-operator
+"""
+
+RETURN = r"""
+nodes:
+  description: The GPU nodes, sorted by name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Node name.
+      type: str
+    vendor:
+      description: V(nvidia), V(amd), or null for a node chosen by O(node_selector) without GPU labels.
+      type: str
+    product:
+      description: C(nvidia.com/gpu.product) or C(amd.com/gpu.product-name) label, null when not labelled.
+      type: str
+      sample: NVIDIA-H100-80GB-HBM3
+    ready:
+      description: Node condition C(Ready) is C(True).
+      type: bool
+    ready_reason:
+      description: Reason of the C(Ready) condition.
+      type: str
+    ready_message:
+      description: Message of the C(Ready) condition.
+      type: str
+    unschedulable:
+      description: The node is cordoned.
+      type: bool
+    kernel:
+      description: Kernel version from the node's status.
+      type: str
+    kubelet_version:
+      description: Kubelet version from the node's status.
+      type: str
+    labels:
+      description: GPU-related labels (C(nvidia.com/*), C(amd.com/*), C(beta.amd.com/*), NFD GPU PCI labels).
+      type: dict
+      sample: {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    allocatable:
+      description: Allocatable GPU resources (C(nvidia.com/gpu), C(nvidia.com/gpu.shared), C(nvidia.com/mig-*),
+        C(amd.com/gpu)), integers.
+      type: dict
+      sample: {"nvidia.com/gpu": 8}
+    capacity:
+      description: Capacity of the same resources.
+      type: dict
+    gpus:
+      description: Allocatable C(nvidia.com/gpu) + C(nvidia.com/mig-*) + C(amd.com/gpu).
+      type: int
+    host_facts:
+      description: Whether O(host_facts) held facts for this node.
+      type: bool
+    operands:
+      description: Operand pods on the node (pods of DaemonSets in O(operator_namespace) and O(amd_namespace)).
+      type: list
+      elements: dict
+      contains:
+        name:
+          description: Pod name.
+          type: str
+        component:
+          description: Owning DaemonSet (or C(app) label), for example V(nvidia-driver-daemonset).
+          type: str
+        phase:
+          description: Pod phase.
+          type: str
+        state:
+          description:
+            - V(Running), V(NotReady), V(CrashLoopBackOff), V(Init) (an init container has not completed),
+              V(Unschedulable), V(Pending), V(Terminating), a container waiting reason such as
+              V(ImagePullBackOff), or the phase.
+          type: str
+        ready:
+          description: Running with condition C(Ready) C(True).
+          type: bool
+        restarts:
+          description: Restarts of all containers and init containers.
+          type: int
+        container:
+          description: The container the state is about (crashing, not ready, or the init step).
+          type: str
+        init_step:
+          description: For a pending pod, the first init container not terminated successfully.
+          type: str
+        reason:
+          description: Waiting reason, scheduling reason or pod reason.
+          type: str
+        message:
+          description: The matching message (last exit code and reason for a crash loop).
+          type: str
+  sample:
+    - name: dgx-h100-0
+      vendor: nvidia
+      product: NVIDIA-H100-80GB-HBM3
+      ready: true
+      allocatable: {"nvidia.com/gpu": 8}
+      gpus: 8
+      operands:
+        - {"name": "nvidia-driver-daemonset-x7k2p", "component": "nvidia-driver-daemonset", "phase": "Running",
+           "state": "Running", "ready": true, "restarts": 0}
+operator:
+  description: Pods and DaemonSets of O(operator_namespace).
+  returned: always
+  type: dict
+  contains:
+    namespace:
+      description: O(operator_namespace).
+      type: str
+    pods:
+      description:
+        - Operator pods (labels C(app=gpu-operator) or C(app.kubernetes.io/component=gpu-operator); AMD controller
+          manager C(control-plane=controller-manager) in O(amd_namespace)), with the operand pod keys plus
+          C(node) and C(namespace).
+      type: list
+      elements: dict
+    daemonsets:
+      description:
+        - DaemonSets with C(name), C(namespace), C(node_selector), C(desired), C(ready), C(available) and
+          C(misscheduled).
+      type: list
+      elements: dict
+cluster_policies:
+  description: NVIDIA ClusterPolicies.
+  returned: always
+  type: dict
+  contains:
+    installed:
+      description: The ClusterPolicy CRD is installed.
+      type: bool
+    active:
+      description: Name of the ClusterPolicy the operator reconciles (the oldest), null when none.
+      type: str
+    items:
+      description:
+        - Oldest first, each with C(name), C(state) (V(ready), V(notReady), V(ignored), null before the first
+          reconcile), C(created), C(active) and C(conditions) (C(type), C(status), C(reason), C(message),
+          C(lastTransitionTime)).
+      type: list
+      elements: dict
+device_configs:
+  description: AMD DeviceConfigs in O(amd_namespace).
+  returned: always
+  type: dict
+  contains:
+    installed:
+      description: The DeviceConfig CRD is installed.
+      type: bool
+    items:
+      description:
+        - Each with C(name), C(namespace), C(selector), C(device_plugin), C(driver), C(metrics_exporter)
+          (C(nodesMatchingSelectorNumber), C(desiredNumber), C(availableNumber)), C(node_module_status) and
+          C(conditions).
+      type: list
+      elements: dict
+summary:
+  description: Counts and overall states.
+  returned: always
+  type: dict
+  contains:
+    nodes_total:
+      description: All nodes in the cluster.
+      type: int
+    gpu_nodes:
+      description: GPU nodes reported.
+      type: int
+    gpu_nodes_by_vendor:
+      description: GPU nodes per vendor.
+      type: dict
+    gpu_nodes_ready:
+      description: GPU nodes that are Ready and advertise at least one GPU.
+      type: int
+    allocatable:
+      description: Allocatable GPU resources summed over the GPU nodes.
+      type: dict
+    operand_pods:
+      description: Operand pods in both namespaces.
+      type: int
+    operand_pods_ready:
+      description: Operand pods that are ready.
+      type: int
+    cluster_policy:
+      description: State of the active ClusterPolicy, or V(not installed) when the CRD is missing.
+      type: str
+    cluster_policies:
+      description: Number of ClusterPolicies.
+      type: int
+    device_config:
+      description: V(installed), V(none) (CRD present, no object) or V(not installed).
+      type: str
+    device_configs:
+      description: Number of DeviceConfigs.
+      type: int
+    findings:
+      description: Number of findings per severity.
+      type: dict
+      sample: {"error": 1, "warning": 0, "info": 0}
+    healthy:
+      description: No finding of severity V(error).
+      type: bool
+diagnosis:
+  description: Findings, errors first.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id:
+      description:
+        - Rule id. V(gpu-resource-missing), V(driver-crashloop), V(validator-init-stuck),
+          V(operand-pending-labels), V(operand-pending), V(operand-crashloop), V(operator-crashloop),
+          V(operator-not-running), V(clusterpolicy-ignored), V(clusterpolicy-not-ready),
+          V(clusterpolicy-not-reconciled), V(host-driver-conflict), V(node-not-ready),
+          V(nvidia-operator-not-installed), V(amd-operator-not-installed), V(deviceconfig-no-nodes),
+          V(deviceconfig-not-ready), V(amd-driver-install-failed).
+      type: str
+    severity:
+      description: V(error), V(warning) or V(info).
+      type: str
+    object:
+      description: The object to act on, C(kind), C(namespace) (null for cluster-scoped) and C(name).
+      type: dict
+    node:
+      description: The node concerned, null for cluster-wide findings.
+      type: str
+    evidence:
+      description: What was observed.
+      type: list
+      elements: str
+    cause:
+      description: The documented root cause.
+      type: str
+    fix:
+      description: What to do.
+      type: str
+  sample:
+    - id: driver-crashloop
+      severity: error
+      object: {"kind": "Pod", "namespace": "gpu-operator", "name": "nvidia-driver-daemonset-x7k2p"}
+      node: dgx-h100-0
+      evidence: ["pod gpu-operator/nvidia-driver-daemonset-x7k2p is CrashLoopBackOff (container nvidia-driver-ctr)",
+                 "host facts: nouveau loaded and in use"]
+      cause: nouveau is loaded on the host and holds the GPUs, so nvidia.ko cannot load
+      fix: blacklist nouveau (gpuops.platform.nouveau_blacklist), rebuild the initramfs and reboot the node
+api_requests:
+  description: HTTP requests made to the API server; constant whatever the number of nodes.
+  returned: always
+  type: int
+  sample: 6
+"""
+
+from ansible.module_utils.basic import missing_required_lib  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+
+ARGUMENT_SPEC = dict(
+    _k8s.auth_argument_spec(),
+    operator_namespace={"type": "str", "default": "gpu-operator"},
+    amd_namespace={"type": "str", "default": "kube-amd-gpu"},
+    node_selector={"type": "str"},
+    host_facts={"type": "dict"},
+    fail_on_error={"type": "bool", "default": False},
+)
+
+
+def status(ctx):
+    if not _k8s.HAS_KUBERNETES:
+        ctx.module.fail_json(msg=missing_required_lib("kubernetes"), exception=_k8s.K8S_IMPORT_ERROR)
+    reader = _k8s.Reader(_k8s.new_api_client(ctx.params))
+    result = dict(changed=False, **_cluster_status.gather(reader, ctx.params))
+    errors = [f for f in result["diagnosis"] if f["severity"] == "error"]
+    if ctx.params["fail_on_error"] and errors:
+        first = errors[0]
+        result["failed"] = True
+        result["msg"] = (
+            f"{len(errors)} GPU cluster finding(s) of severity error; first: {first['id']} on "
+            f"{first['object']['kind']} {first['object']['name']}: {first['cause']} -> {first['fix']}"
+        )
+    return result
+
+
+def main():
+    run_module(status, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+
+
+if __name__ == "__main__":
+    main()
