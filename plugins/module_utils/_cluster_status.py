@@ -339,7 +339,7 @@ def cluster_policies_view(items):
     """Installed flag, the items (name, state, conditions, created, active) and the active name: the
     operator reconciles the oldest ClusterPolicy (creationTimestamp, then name) and marks the others ignored."""
     if items is None:
-        return {"installed": False, "active": None, "items": []}
+        return {"installed": False, "active": None, "objects": []}
     ordered = sorted(items, key=lambda o: ((o["metadata"].get("creationTimestamp") or ""), o["metadata"]["name"]))
     active = ordered[0]["metadata"]["name"] if ordered else None
     out = []
@@ -354,12 +354,12 @@ def cluster_policies_view(items):
                 "conditions": _conditions(obj),
             }
         )
-    return {"installed": True, "active": active, "items": out}
+    return {"installed": True, "active": active, "objects": out}
 
 
 def device_configs_view(items):
     if items is None:
-        return {"installed": False, "items": []}
+        return {"installed": False, "objects": []}
     out = []
     for obj in sorted(items, key=lambda o: o["metadata"]["name"]):
         status = obj.get("status") or {}
@@ -375,7 +375,7 @@ def device_configs_view(items):
                 "conditions": _conditions(obj),
             }
         )
-    return {"installed": True, "items": out}
+    return {"installed": True, "objects": out}
 
 
 def _has_labels(labels, pairs):
@@ -392,10 +392,10 @@ def match_host_facts(host_facts, node_names):
         if isinstance(facts, dict):
             facts = (facts.get("ansible_facts") or facts).get("gpuops_host") or facts
         by_short.setdefault(str(key), facts)
-        by_short.setdefault(str(key).split(".")[0], facts)
+        by_short.setdefault(str(key).split(".", maxsplit=1)[0], facts)
     out = {}
     for name in node_names:
-        facts = by_short.get(name, by_short.get(name.split(".")[0]))
+        facts = by_short.get(name, by_short.get(name.split(".", maxsplit=1)[0]))
         if isinstance(facts, dict):
             out[name] = facts
     return out
@@ -475,7 +475,7 @@ def summarize(view, findings):
                 totals[key] = totals.get(key, 0) + value
     cps = view["cluster_policies"]
     dcs = view["device_configs"]
-    active = next((c for c in cps["items"] if c["active"]), None)
+    active = next((c for c in cps["objects"] if c["active"]), None)
     return {
         "nodes_total": len(view["node_labels"]),
         "gpu_nodes": len(nodes),
@@ -487,9 +487,9 @@ def summarize(view, findings):
         "operand_pods": len(view["operand_pods"]),
         "operand_pods_ready": sum(1 for p in view["operand_pods"] if p["ready"]),
         "cluster_policy": (active or {}).get("state") if cps["installed"] else "not installed",
-        "cluster_policies": len(cps["items"]),
-        "device_config": ("installed" if dcs["items"] else "none") if dcs["installed"] else "not installed",
-        "device_configs": len(dcs["items"]),
+        "cluster_policies": len(cps["objects"]),
+        "device_config": ("installed" if dcs["objects"] else "none") if dcs["installed"] else "not installed",
+        "device_configs": len(dcs["objects"]),
         "findings": {s: sum(1 for f in findings if f["severity"] == s) for s in _diagnosis.SEVERITIES},
         "healthy": not any(f["severity"] == "error" for f in findings),
     }

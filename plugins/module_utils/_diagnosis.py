@@ -110,7 +110,7 @@ def _node(view, name):
 
 def _kernel(view, name):
     node = _node(view, name)
-    return (node or {}).get("kernel") or view["node_labels"].get(name, {}).get(f"{NFD}/kernel-version.full")
+    return view["node_labels"].get(name, {}).get(f"{NFD}/kernel-version.full") or (node or {}).get("kernel")
 
 
 def host_driver_loaded(view, name):
@@ -220,6 +220,24 @@ def _nvidia_resource_missing(view, node, labels, evidence):
         )
     if plugin is None:
         ds = view["daemonsets"].get(DEVICE_PLUGIN)
+        cps = view["cluster_policies"]
+        if ds is None and not cps["objects"]:
+            return finding(
+                "gpu-resource-missing",
+                "error",
+                node_ref(name),
+                name,
+                [
+                    *evidence,
+                    f"DaemonSet {ns}/{DEVICE_PLUGIN} does not exist",
+                    "no ClusterPolicy"
+                    + ("" if cps["installed"] else " (CRD clusterpolicies.nvidia.com not installed)"),
+                ],
+                "device-plugin DaemonSet pod missing on the node: the NVIDIA GPU Operator is not "
+                + ("configured (no ClusterPolicy)" if cps["installed"] else "installed"),
+                "install the GPU Operator with its ClusterPolicy (Helm clusterPolicy.deployCR=true), or deploy the "
+                "NVIDIA device plugin",
+            )
         if ds is None:
             return finding(
                 "gpu-resource-missing",
@@ -275,7 +293,7 @@ def _amd_resource_missing(view, node, evidence):
     plugin = pods_by_role(view, name, "amd").get("device-plugin")
     if plugin is None:
         dcs = view["device_configs"]
-        sels = [f"{d['name']}: {d['selector']}" for d in dcs["items"]]
+        sels = [f"{d['name']}: {d['selector']}" for d in dcs["objects"]]
         return finding(
             "gpu-resource-missing",
             "error",
@@ -285,7 +303,7 @@ def _amd_resource_missing(view, node, evidence):
             "AMD device-plugin pod missing on the node: "
             + (
                 "no DeviceConfig exists (the AMD GPU Operator deploys nothing without one)"
-                if not dcs["items"]
+                if not dcs["objects"]
                 else "the node does not match a DeviceConfig selector (NFD label feature.node.kubernetes.io/amd-gpu "
                 "missing)"
             ),
@@ -533,7 +551,7 @@ def rule_operator_crashloop(view):
 def rule_operator_missing(view):
     """ClusterPolicy present but no operator pod running -> nothing reconciles it."""
     cps = view["cluster_policies"]
-    if not cps["items"] or any(p["ready"] for p in view["operator_pods"]):
+    if not cps["objects"] or any(p["ready"] for p in view["operator_pods"]):
         return []
     if any(p["state"] == "CrashLoopBackOff" for p in view["operator_pods"]):
         return []  # operator-crashloop names the cause
@@ -574,8 +592,8 @@ def rule_cluster_policy(view):
     """More than one ClusterPolicy -> which is ignored; the active one notReady -> its condition's reason."""
     cps = view["cluster_policies"]
     out = []
-    active = next((c for c in cps["items"] if c["active"]), None)
-    for cp in cps["items"]:
+    active = next((c for c in cps["objects"] if c["active"]), None)
+    for cp in cps["objects"]:
         if cp["active"]:
             continue
         out.append(
@@ -585,7 +603,7 @@ def rule_cluster_policy(view):
                 {"kind": "ClusterPolicy", "namespace": None, "name": cp["name"]},
                 None,
                 [
-                    f"{len(cps['items'])} ClusterPolicies",
+                    f"{len(cps['objects'])} ClusterPolicies",
                     f"{cp['name']} created {cp['created']}, state {cp['state']}",
                     f"{active['name']} created {active['created']}, state {active['state']}",
                 ],
@@ -763,7 +781,7 @@ def rule_device_config(view):
     """AMD DeviceConfig status: no node matches its selector, device plugin not everywhere, driver failures."""
     out = []
     amd_nodes = [n for n in view["nodes"] if n["vendor"] == "amd"]
-    for dc in view["device_configs"]["items"]:
+    for dc in view["device_configs"]["objects"]:
         obj = {"kind": "DeviceConfig", "namespace": dc["namespace"], "name": dc["name"]}
         dp = dc["device_plugin"]
         if amd_nodes and not dp.get("nodesMatchingSelectorNumber"):

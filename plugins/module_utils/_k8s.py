@@ -90,7 +90,10 @@ def new_api_client(params):
     if params.get("host"):
         cfg.host = params["host"]
     if params.get("api_key"):
-        cfg.api_key = {"authorization": f"Bearer {params['api_key']}"}
+        # both names: older clients read "authorization", newer ones "BearerToken" (alias "authorization")
+        cfg.api_key = {"authorization": f"Bearer {params['api_key']}", "BearerToken": f"Bearer {params['api_key']}"}
+        cfg.api_key_prefix = {}
+        cfg.refresh_api_key_hook = None  # the kubeconfig loader's hook would put the file's token back
     if params.get("validate_certs") is not None:
         cfg.verify_ssl = params["validate_certs"]
     if params.get("ca_cert"):

@@ -231,7 +231,7 @@ cluster_policies:
     active:
       description: Name of the ClusterPolicy the operator reconciles (the oldest), null when none.
       type: str
-    items:
+    objects:
       description:
         - Oldest first, each with C(name), C(state) (V(ready), V(notReady), V(ignored), null before the first
           reconcile), C(created), C(active) and C(conditions) (C(type), C(status), C(reason), C(message),
@@ -246,7 +246,7 @@ device_configs:
     installed:
       description: The DeviceConfig CRD is installed.
       type: bool
-    items:
+    objects:
       description:
         - Each with C(name), C(namespace), C(selector), C(device_plugin), C(driver), C(metrics_exporter)
           (C(nodesMatchingSelectorNumber), C(desiredNumber), C(availableNumber)), C(node_module_status) and

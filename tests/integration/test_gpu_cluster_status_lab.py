@@ -1,0 +1,299 @@
+"""gpu_cluster_status against the real control plane: simulated GPU nodes, operand pods bound to them with the
+fault states the operator simulator produces (CrashLoopBackOff, stuck in Init, Pending on a node without NFD
+labels), two ClusterPolicies; the module, run through `ansible`, names the cause of each. The pods' status is
+written through the status subresource, with the annotation that keeps kwok from setting them Running.
+
+(Named *_lab.py: tests/unit/plugins/modules/test_gpu_cluster_status.py has the plain name, and pytest cannot
+collect two test modules of one basename in a session.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / ".state" / "collections"))
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s  # noqa: E402
+
+MANAGED = "sim.gpuops.io/managed-status"
+TOLERATE_ALL = [{"operator": "Exists"}]
+CP_CRD = REPO / "tests/fixtures/charts/gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml"
+CP_SPEC = dict.fromkeys(
+    [
+        "daemonsets",
+        "dcgm",
+        "dcgmExporter",
+        "devicePlugin",
+        "driver",
+        "gfd",
+        "nodeStatusExporter",
+        "operator",
+        "toolkit",
+    ],
+    {},
+)
+VALIDATION_STEPS = ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
+
+
+def _wait(pred, timeout=60.0, interval=0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(interval)
+    return pred()
+
+
+def _pod(namespace, name, component, node=None, bound=None, node_selector=None, init=(), managed=True):
+    spec = {
+        "containers": [{"name": "main", "image": "registry.invalid/operand:1"}],
+        "initContainers": [{"name": n, "image": "registry.invalid/validator:1"} for n in init],
+        "tolerations": TOLERATE_ALL,
+        "nodeSelector": dict(node_selector or {}),
+    }
+    if node:
+        spec["nodeName"] = node
+    if bound:
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [bound]}]}
+                    ]
+                }
+            }
+        }
+    meta = {"name": name, "namespace": namespace, "labels": {"app": component}}
+    if managed:
+        meta["annotations"] = {MANAGED: "true"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _crashloop_status(container="main"):
+    return {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "False"}],
+        "containerStatuses": [
+            {
+                "name": container,
+                "image": "registry.invalid/operand:1",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 6,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": "modprobe nvidia failed"}},
+            }
+        ],
+    }
+
+
+def _init_stuck_status(step):
+    idx = VALIDATION_STEPS.index(step)
+    inits = [
+        {
+            "name": s,
+            "image": "registry.invalid/validator:1",
+            "imageID": "",
+            "ready": i < idx,
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}
+            if i < idx
+            else ({"running": {}} if i == idx else {"waiting": {"reason": "PodInitializing"}}),
+        }
+        for i, s in enumerate(VALIDATION_STEPS)
+    ]
+    return {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}], "initContainerStatuses": inits}
+
+
+def _ensure_cluster_policy_crd(cluster) -> bool:
+    ext = client.ApiextensionsV1Api(cluster.api_client)
+    try:
+        ext.read_custom_resource_definition("clusterpolicies.nvidia.com")
+        return True
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+    if not CP_CRD.is_file():
+        return False
+    ext.create_custom_resource_definition(yaml.safe_load(CP_CRD.read_text()))
+
+    def established():
+        crd = ext.read_custom_resource_definition("clusterpolicies.nvidia.com")
+        return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
+
+    return bool(_wait(established, 30))
+
+
+@pytest.fixture
+def cluster_policies(cluster):
+    """Two ClusterPolicies of this test (created one second apart), or None when the CRD cannot be installed."""
+    if not _ensure_cluster_policy_crd(cluster):
+        yield None
+        return
+    custom = client.CustomObjectsApi(cluster.api_client)
+    tag = uuid.uuid4().hex[:6]
+    names = [f"t{tag}-first", f"t{tag}-second"]
+    try:
+        for i, name in enumerate(names):
+            if i:
+                time.sleep(1.1)  # creationTimestamp has a one-second resolution
+            body = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name}, "spec": CP_SPEC}
+            custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", body)
+            state = "ready" if i == 0 else "ignored"
+            custom.patch_cluster_custom_object_status(
+                "nvidia.com", "v1", "clusterpolicies", name, {"status": {"state": state}}
+            )
+        yield names
+    finally:
+        for name in names:
+            try:
+                custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", name)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+@pytest.fixture
+def faulty(cluster, core, namespace, add_nodes):
+    """Three dgx-h100 nodes labelled as the operator labels GPU nodes, one cpu-only node, and operand pods:
+    driver CrashLoopBackOff on n0; validator stuck in toolkit-validation and toolkit CrashLoopBackOff on n1;
+    a driver pod bound to the cpu node pending on the labels the operator only sets on NFD-labelled nodes."""
+    gpu = add_nodes("dgx-h100", 3)
+    (cpu,) = add_nodes("cpu-only", 1)
+    deploy = {f"nvidia.com/gpu.deploy.{c}": "true" for c in ("driver", "device-plugin", "operator-validator")}
+    for name in gpu:
+        core.patch_node(name, {"metadata": {"labels": {"nvidia.com/gpu.present": "true", **deploy}}})
+    n0, n1 = gpu[0], gpu[1]
+    pods = [
+        (_pod(namespace, f"nvidia-driver-daemonset-{n0}", "nvidia-driver-daemonset", node=n0), _crashloop_status()),
+        (
+            _pod(
+                namespace,
+                f"nvidia-operator-validator-{n1}",
+                "nvidia-operator-validator",
+                node=n1,
+                init=VALIDATION_STEPS,
+            ),
+            _init_stuck_status("toolkit-validation"),
+        ),
+        (
+            _pod(namespace, f"nvidia-container-toolkit-daemonset-{n1}", "nvidia-container-toolkit-daemonset", node=n1),
+            _crashloop_status(),
+        ),
+    ]
+    for body, status in pods:
+        core.create_namespaced_pod(namespace, body)
+        core.patch_namespaced_pod_status(body["metadata"]["name"], namespace, {"status": status})
+    pending = _pod(
+        namespace,
+        f"nvidia-driver-daemonset-{cpu}",
+        "nvidia-driver-daemonset",
+        bound=cpu,
+        node_selector={"nvidia.com/gpu.deploy.driver": "true"},
+        managed=False,
+    )
+    core.create_namespaced_pod(namespace, pending)
+
+    def unschedulable():
+        st = core.read_namespaced_pod(pending["metadata"]["name"], namespace).status
+        return any(c.type == "PodScheduled" and c.status == "False" for c in (st.conditions or []))
+
+    assert _wait(unschedulable, 60), "the scheduler did not mark the pending pod unschedulable"
+    return {"gpu": gpu, "cpu": cpu, "namespace": namespace}
+
+
+def _run_module(cluster, args: dict) -> tuple[int, dict]:
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        "ANSIBLE_STDOUT_CALLBACK": "json",
+        "ANSIBLE_HOME": str(REPO / ".state" / "ansible-home"),
+    }
+    argv = [
+        str(Path(sys.executable).parent / "ansible"),
+        "localhost",
+        "-m",
+        "gpuops.platform.gpu_cluster_status",
+        "-a",
+        json.dumps({"kubeconfig": cluster.kubeconfig, **args}),
+        "-e",
+        f"ansible_python_interpreter={sys.executable}",
+    ]
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=300, check=False)
+    assert r.stdout.strip(), r.stderr
+    out = json.loads(r.stdout)
+    return r.returncode, out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def test_module_names_the_causes(cluster, faulty, cluster_policies):
+    gpu, cpu, ns = faulty["gpu"], faulty["cpu"], faulty["namespace"]
+    n0, n1, n2 = gpu
+    host_facts = {n0: {"nouveau": {"loaded": True, "in_use": True}, "nvidia_driver": {"loaded": False}}}
+    rc, res = _run_module(
+        cluster,
+        {
+            "operator_namespace": ns,
+            "amd_namespace": f"{ns}-amd",
+            "node_selector": f"kubernetes.io/hostname in ({','.join(gpu)})",
+            "host_facts": host_facts,
+        },
+    )
+    assert rc == 0 and res["changed"] is False, res
+    assert res["api_requests"] == 6
+    assert [n["name"] for n in res["nodes"]] == sorted(gpu)
+    by = {(f["id"], f["node"]): f for f in res["diagnosis"]}
+
+    crash = by[("driver-crashloop", n0)]
+    assert crash["object"] == {"kind": "Pod", "namespace": ns, "name": f"nvidia-driver-daemonset-{n0}"}
+    assert "nouveau" in crash["cause"] and "nouveau_blacklist" in crash["fix"]
+
+    stuck = by[("validator-init-stuck", n1)]
+    assert stuck["object"]["name"] == f"nvidia-container-toolkit-daemonset-{n1}"
+    assert "Container Toolkit" in stuck["cause"] and "toolkit-validation" in stuck["evidence"][0]
+
+    pending = by[("operand-pending-labels", cpu)]
+    assert pending["object"]["name"] == f"nvidia-driver-daemonset-{cpu}"
+    assert "NFD labels missing" in pending["cause"] and "nvidia.com/gpu.deploy.driver=true" in pending["evidence"][1]
+
+    for name in gpu:
+        assert ("gpu-resource-missing", name) in by
+    assert by[("gpu-resource-missing", n0)]["object"]["name"] == f"nvidia-driver-daemonset-{n0}"
+    node0 = next(n for n in res["nodes"] if n["name"] == n0)
+    assert node0["host_facts"] is True and node0["operands"][0]["state"] == "CrashLoopBackOff"
+    assert node0["operands"][0]["restarts"] == 6
+
+    if cluster_policies is None:
+        assert res["summary"]["cluster_policy"] == "not installed"
+    else:
+        ignored = [f for f in res["diagnosis"] if f["id"] == "clusterpolicy-ignored"]
+        assert cluster_policies[1] in {f["object"]["name"] for f in ignored}
+        assert res["cluster_policies"]["active"] != cluster_policies[1]
+    assert res["summary"]["healthy"] is False
+
+
+def test_fail_on_error_and_constant_requests(cluster, faulty, add_nodes):
+    ns = faulty["namespace"]
+    rc, res = _run_module(cluster, {"operator_namespace": ns, "amd_namespace": ns, "fail_on_error": True})
+    assert rc != 0 and res["failed"] is True and "severity error" in res["msg"]
+    assert res["diagnosis"], "the result is returned with the failure"
+    # the same requests with 40 more nodes (same namespace twice: the pods are listed once)
+    reader = _k8s.Reader(_k8s.new_api_client({"kubeconfig": cluster.kubeconfig}))
+    params = {"operator_namespace": ns, "amd_namespace": ns, "host_facts": None, "node_selector": None}
+    before = _cluster_status.gather(reader, params)
+    add_nodes("dgx-h100", 40)
+    reader = _k8s.Reader(_k8s.new_api_client({"kubeconfig": cluster.kubeconfig}))
+    after = _cluster_status.gather(reader, params)
+    assert before["api_requests"] == after["api_requests"] == 5
+    assert after["summary"]["gpu_nodes"] >= before["summary"]["gpu_nodes"] + 40

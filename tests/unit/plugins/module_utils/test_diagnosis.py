@@ -1,0 +1,449 @@
+"""Diagnosis rules as a table: (cluster objects, host facts) -> the findings with their object, cause and fix."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis
+from test_cluster_status import (
+    NS,
+    cluster_policy,
+    crashloop,
+    daemonset,
+    driver_crashloop,
+    gpu_node,
+    node,
+    operator_pod,
+    pod,
+    raw,
+    ready_pod,
+    unscheduled,
+    validator_stuck,
+    view_of,
+)
+
+DP = "nvidia-device-plugin-daemonset"
+DRIVER = "nvidia-driver-daemonset"
+TOOLKIT = "nvidia-container-toolkit-daemonset"
+VALIDATOR = "nvidia-operator-validator"
+CP_READY = [cluster_policy("cluster-policy", "2026-11-01T00:00:00Z", "ready")]
+DS = [daemonset(DP, {"nvidia.com/gpu.deploy.device-plugin": "true"})]
+
+
+def healthy_pods(on="g1", skip=()):
+    comps = [DRIVER, TOOLKIT, DP, VALIDATOR]
+    return [operator_pod()] + [ready_pod(c, on) for c in comps if c not in skip]
+
+
+def cluster(nodes=None, pods=None, skip=(), extra=(), cps="ready", dss=None, amd_pods=(), dcs=None):
+    """A healthy one-node cluster unless told otherwise; ``cps=None`` means the CRD is not installed."""
+    return raw(
+        nodes=nodes if nodes is not None else [gpu_node("g1")],
+        pods=(pods if pods is not None else healthy_pods(skip=skip)) + list(extra),
+        amd_pods=amd_pods,
+        daemonsets=list(DS) if dss is None else dss,
+        cluster_policies=list(CP_READY) if cps == "ready" else cps,
+        device_configs=dcs,
+    )
+
+
+FACTS_OK = {
+    "nouveau": {"loaded": False, "in_use": False},
+    "nvidia_driver": {"loaded": False, "version": None},
+    "kernel": {"release": "5.15.0-119-generic", "headers_installed": True},
+    "secure_boot": {"state": "disabled"},
+    "nvswitches": [],
+    "fabricmanager": {"active": False, "version": None},
+}
+
+
+def facts(**over):
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in FACTS_OK.items()}
+    for key, value in over.items():
+        if isinstance(value, dict):
+            out[key].update(value)
+        else:
+            out[key] = value
+    return {"g1": out}
+
+
+def dgx_facts(fm_active, fm_version="570.124.06", driver="570.124.06"):
+    return facts(
+        nvswitches=[{"address": f"0000:0{i}:00.0"} for i in range(4)],
+        fabricmanager={"active": fm_active, "version": fm_version},
+        nvidia_driver={"loaded": True, "version": driver},
+    )
+
+
+NO_GPU = {"gpus": 0}
+DP_INIT = pod(
+    f"{DP}-g1",
+    DP,
+    on="g1",
+    phase="Pending",
+    ready=False,
+    containers=[],
+    init_names=["toolkit-validation"],
+    inits=[{"name": "toolkit-validation", "restartCount": 0, "state": {"running": {}}}],
+)
+TOOLKIT_CRASH = pod(
+    f"{TOOLKIT}-g1", TOOLKIT, on="g1", ready=False, containers=[crashloop("nvidia-container-toolkit-ctr")]
+)
+DP_INIT_PLUGIN = DP_INIT
+
+# (case id, cluster objects, module params, expected findings: (id, severity, object kind, object name, node,
+#  a fragment of the cause))
+CASES = [
+    ("healthy", cluster(), {}, []),
+    (
+        "no-gpu/device-plugin-ds-missing-on-node",
+        cluster(nodes=[gpu_node("g1", gpus=None)], skip=(DP,)),
+        {},
+        [("gpu-resource-missing", "error", "DaemonSet", DP, "g1", "device-plugin DaemonSet pod missing on the node")],
+    ),
+    (
+        "no-gpu/deploy-label-missing",
+        cluster(nodes=[gpu_node("g1", gpus=None, labels={"nvidia.com/gpu.deploy.device-plugin": "false"})], skip=(DP,)),
+        {},
+        [("gpu-resource-missing", "error", "DaemonSet", DP, "g1", "operator has not set nvidia.com/gpu.deploy")],
+    ),
+    (
+        "no-gpu/operator-not-installed",
+        cluster(nodes=[gpu_node("g1", gpus=None)], pods=[], cps=None, dss=[]),
+        {},
+        [
+            ("gpu-resource-missing", "error", "Node", "g1", "g1", "GPU Operator is not installed"),
+            (
+                "nvidia-operator-not-installed",
+                "info",
+                "CustomResourceDefinition",
+                "clusterpolicies.nvidia.com",
+                None,
+                "",
+            ),
+        ],
+    ),
+    (
+        "no-gpu/device-plugin-not-ready",
+        cluster(nodes=[gpu_node("g1", gpus=None)], skip=(DP,), extra=[DP_INIT]),
+        {},
+        [("gpu-resource-missing", "error", "Pod", f"{DP}-g1", "g1", "waits in init container toolkit-validation")],
+    ),
+    (
+        "no-gpu/driver-crashloop-no-host-facts",
+        cluster(nodes=[gpu_node("g1", gpus=None)], skip=(DRIVER, VALIDATOR), extra=[driver_crashloop("g1")]),
+        {},
+        [
+            ("driver-crashloop", "error", "Pod", f"{DRIVER}-g1", "g1", "kernel/driver mismatch"),
+            ("gpu-resource-missing", "error", "Pod", f"{DRIVER}-g1", "g1", "NVIDIA driver not loaded"),
+        ],
+    ),
+    (
+        "no-gpu/plugin-ready-driver-not-loaded",
+        cluster(nodes=[gpu_node("g1", gpus=None)], skip=(DRIVER,)),
+        {"host_facts": facts()},
+        [("gpu-resource-missing", "error", "Node", "g1", "g1", "NVIDIA driver not loaded: neither")],
+    ),
+    (
+        "no-gpu/plugin-ready-host-driver-unknown",
+        cluster(nodes=[gpu_node("g1", gpus=None)]),
+        {},
+        [("gpu-resource-missing", "error", "Node", "g1", "g1", "advertises no GPU")],
+    ),
+    (
+        "no-gpu/mig-reconfiguring",
+        cluster(nodes=[gpu_node("g1", gpus=None, labels={"nvidia.com/mig.config.state": "pending"})]),
+        {},
+        [("gpu-resource-missing", "warning", "Node", "g1", "g1", "MIG reconfiguration in progress")],
+    ),
+    (
+        "no-gpu/mig-failed",
+        cluster(nodes=[gpu_node("g1", gpus=None, labels={"nvidia.com/mig.config.state": "failed"})]),
+        {},
+        [("gpu-resource-missing", "error", "Node", "g1", "g1", "MIG reconfiguration failed")],
+    ),
+    (
+        "no-gpu/operands-disabled",
+        cluster(nodes=[gpu_node("g1", gpus=None, labels={"nvidia.com/gpu.deploy.operands": "false"})], pods=[]),
+        {},
+        [
+            ("operator-not-running", "error", "Deployment", "gpu-operator", None, "not running"),
+            ("gpu-resource-missing", "info", "Node", "g1", "g1", "operands are disabled"),
+        ],
+    ),
+    (
+        "mig-mixed-counts-as-gpus",
+        cluster(nodes=[gpu_node("g1", gpus=0, alloc={"nvidia.com/mig-1g.10gb": "56"})]),
+        {},
+        [],
+    ),
+    (
+        "driver-crashloop/nouveau",
+        cluster(skip=(DRIVER,), extra=[driver_crashloop("g1")]),
+        {"host_facts": facts(nouveau={"loaded": True, "in_use": True})},
+        [("driver-crashloop", "error", "Pod", f"{DRIVER}-g1", "g1", "nouveau is loaded")],
+    ),
+    (
+        "driver-crashloop/headers-missing",
+        cluster(skip=(DRIVER,), extra=[driver_crashloop("g1")]),
+        {"host_facts": facts(kernel={"headers_installed": False})},
+        [("driver-crashloop", "error", "Pod", f"{DRIVER}-g1", "g1", "no kernel headers for the running kernel")],
+    ),
+    (
+        "driver-crashloop/secure-boot",
+        cluster(skip=(DRIVER,), extra=[driver_crashloop("g1")]),
+        {"host_facts": facts(secure_boot={"state": "enabled"})},
+        [("driver-crashloop", "error", "Pod", f"{DRIVER}-g1", "g1", "Secure Boot")],
+    ),
+    (
+        "driver-crashloop/kernel-mismatch",
+        cluster(skip=(DRIVER,), extra=[driver_crashloop("g1")]),
+        {"host_facts": facts()},
+        [("driver-crashloop", "error", "Pod", f"{DRIVER}-g1", "g1", "does not build or load on kernel 5.15.0-119")],
+    ),
+    (
+        "validator/driver-step-names-driver-pod",
+        cluster(skip=(DRIVER, VALIDATOR), extra=[driver_crashloop("g1"), validator_stuck("g1", "driver-validation")]),
+        {"host_facts": facts(nouveau={"loaded": True})},
+        [
+            ("driver-crashloop", "error", "Pod", f"{DRIVER}-g1", "g1", "nouveau"),
+            ("validator-init-stuck", "error", "Pod", f"{DRIVER}-g1", "g1", "the driver is not ready on the node"),
+        ],
+    ),
+    (
+        "validator/driver-step-no-driver",
+        cluster(skip=(DRIVER, VALIDATOR), extra=[validator_stuck("g1", "driver-validation")]),
+        {"host_facts": facts()},
+        [("validator-init-stuck", "error", "Node", "g1", "g1", "no driver on the node")],
+    ),
+    (
+        "validator/toolkit-step-names-toolkit",
+        cluster(skip=(TOOLKIT, VALIDATOR), extra=[TOOLKIT_CRASH, validator_stuck("g1", "toolkit-validation")]),
+        {},
+        [
+            ("operand-crashloop", "error", "Pod", f"{TOOLKIT}-g1", "g1", "cannot configure the container runtime"),
+            ("validator-init-stuck", "error", "Pod", f"{TOOLKIT}-g1", "g1", "Container Toolkit is not ready"),
+        ],
+    ),
+    (
+        "validator/cuda-step-fabricmanager-down",
+        cluster(skip=(VALIDATOR, DRIVER), extra=[validator_stuck("g1", "cuda-validation")]),
+        {"host_facts": dgx_facts(fm_active=False)},
+        [("validator-init-stuck", "error", "Node", "g1", "g1", "nvidia-fabricmanager is not running")],
+    ),
+    (
+        "validator/cuda-step-fabricmanager-version",
+        cluster(skip=(VALIDATOR, DRIVER), extra=[validator_stuck("g1", "cuda-validation")]),
+        {"host_facts": dgx_facts(fm_active=True, fm_version="570.86.15")},
+        [("validator-init-stuck", "error", "Node", "g1", "g1", "version differs from the driver's")],
+    ),
+    (
+        "validator/cuda-step-no-facts",
+        cluster(skip=(VALIDATOR,), extra=[validator_stuck("g1", "cuda-validation")]),
+        {},
+        [("validator-init-stuck", "error", "Node", "g1", "g1", "nvidia-fabricmanager not running")],
+    ),
+    (
+        "validator/plugin-step",
+        cluster(skip=(VALIDATOR, DP), extra=[validator_stuck("g1", "plugin-validation"), DP_INIT_PLUGIN]),
+        {},
+        [("validator-init-stuck", "error", "Pod", f"{DP}-g1", "g1", "device plugin does not advertise GPUs")],
+    ),
+    (
+        "pending/nfd-labels-missing",
+        cluster(
+            nodes=[gpu_node("g1"), node("g2", labels={"feature.node.kubernetes.io/cpu-model.vendor_id": "Intel"})],
+            extra=[unscheduled(DRIVER, "g2", {"nvidia.com/gpu.deploy.driver": "true"})],
+        ),
+        {},
+        [("operand-pending-labels", "error", "Pod", f"{DRIVER}-g2", "g2", "NFD labels missing on node g2")],
+    ),
+    (
+        "pending/labels-present-other-cause",
+        cluster(extra=[unscheduled("nvidia-dcgm-exporter", "g1", {"nvidia.com/gpu.present": "true"})]),
+        {},
+        [("operand-pending", "warning", "Pod", "nvidia-dcgm-exporter-g1", "g1", "cannot place the pod")],
+    ),
+    (
+        "pending/node-gone",
+        cluster(extra=[unscheduled(DP, "gone", {})]),
+        {},
+        [("operand-pending", "warning", "Pod", f"{DP}-gone", "gone", "does not exist any more")],
+    ),
+    (
+        "operator-crashloop",
+        cluster(pods=healthy_pods()[1:] + [operator_pod("crash")]),
+        {},
+        [("operator-crashloop", "error", "Pod", "gpu-operator-7d9f-abcde", "cpu-0", "Kubernetes version")],
+    ),
+    (
+        "operator-missing",
+        cluster(pods=healthy_pods()[1:]),
+        {},
+        [("operator-not-running", "error", "Deployment", "gpu-operator", None, "not running")],
+    ),
+    (
+        "clusterpolicy/two-one-ignored",
+        cluster(cps=[*CP_READY, cluster_policy("my-policy", "2026-11-20T00:00:00Z", "ignored")]),
+        {},
+        [("clusterpolicy-ignored", "warning", "ClusterPolicy", "my-policy", None, "reconciles only the oldest")],
+    ),
+    (
+        "clusterpolicy/not-ready-nfd",
+        cluster(
+            cps=[
+                cluster_policy(
+                    "cluster-policy",
+                    "t",
+                    "notReady",
+                    [
+                        {"type": "Ready", "status": "False", "reason": "Error"},
+                        {"type": "Error", "status": "True", "reason": "NFDLabelsMissing", "message": "no NFD labels"},
+                    ],
+                )
+            ]
+        ),
+        {},
+        [("clusterpolicy-not-ready", "error", "ClusterPolicy", "cluster-policy", None, "Node Feature Discovery")],
+    ),
+    (
+        "clusterpolicy/not-reconciled",
+        cluster(cps=[cluster_policy("cluster-policy", "t", None)]),
+        {},
+        [("clusterpolicy-not-reconciled", "warning", "ClusterPolicy", "cluster-policy", None, "not been reconciled")],
+    ),
+    (
+        "host-driver/node-not-ready",
+        cluster(nodes=[gpu_node("g1", ready=False)], skip=(DRIVER,), extra=[driver_crashloop("g1")]),
+        {"host_facts": facts(nvidia_driver={"loaded": True, "version": "570.124.06"})},
+        [("node-not-ready", "error", "Node", "g1", "g1", "host driver and driver container both present")],
+    ),
+    (
+        "host-driver/pre-installed-label",
+        cluster(nodes=[gpu_node("g1", labels={"nvidia.com/gpu.deploy.driver": "pre-installed"})]),
+        {},
+        [("host-driver-conflict", "warning", "Pod", f"{DRIVER}-g1", "g1", "both present")],
+    ),
+    (
+        "node-not-ready/generic",
+        cluster(nodes=[gpu_node("g1", ready=False)]),
+        {},
+        [("node-not-ready", "error", "Node", "g1", "g1", "kubelet")],
+    ),
+    (
+        "operand-crashloop/after-driver",
+        cluster(
+            skip=(DRIVER, DP),
+            extra=[driver_crashloop("g1"), pod(f"{DP}-g1", DP, on="g1", ready=False, containers=[crashloop("dp")])],
+        ),
+        {"host_facts": facts()},
+        [
+            ("driver-crashloop", "error", "Pod", f"{DRIVER}-g1", "g1", "kernel/driver mismatch"),
+            ("operand-crashloop", "error", "Pod", f"{DP}-g1", "g1", "the driver is not ready on the node"),
+        ],
+    ),
+]
+
+
+def _amd_node(name="a1", gpus=None):
+    alloc = {"amd.com/gpu": str(gpus)} if gpus is not None else {}
+    return node(name, labels={"feature.node.kubernetes.io/amd-gpu": "true"}, alloc=alloc)
+
+
+def _device_config(matching=1, desired=1, available=1, modules=None):
+    status = {"devicePlugin": {"desiredNumber": desired, "availableNumber": available}}
+    if matching:
+        status["devicePlugin"]["nodesMatchingSelectorNumber"] = matching
+    if modules:
+        status["nodeModuleStatus"] = modules
+    return {
+        "metadata": {"name": "default", "namespace": "kube-amd-gpu"},
+        "spec": {"selector": {"feature.node.kubernetes.io/amd-gpu": "true"}},
+        "status": status,
+    }
+
+
+AMD_DP = ready_pod("default-device-plugin", "a1", ns="kube-amd-gpu")
+CASES += [
+    (
+        "amd/healthy",
+        cluster(nodes=[_amd_node(gpus=8)], pods=[], cps=None, amd_pods=[AMD_DP], dcs=[_device_config()]),
+        {},
+        [],
+    ),
+    (
+        "amd/no-deviceconfig",
+        cluster(nodes=[_amd_node()], pods=[], cps=None, dcs=[]),
+        {},
+        [("gpu-resource-missing", "error", "Node", "a1", "a1", "no DeviceConfig exists")],
+    ),
+    (
+        "amd/crd-missing",
+        cluster(nodes=[_amd_node(gpus=8)], pods=[], cps=None, amd_pods=[AMD_DP], dcs=None),
+        {},
+        [("amd-operator-not-installed", "info", "CustomResourceDefinition", "deviceconfigs.amd.com", None, "AMD")],
+    ),
+    (
+        "amd/selector-matches-nothing",
+        cluster(nodes=[_amd_node(gpus=8)], pods=[], cps=None, amd_pods=[AMD_DP], dcs=[_device_config(matching=0)]),
+        {},
+        [("deviceconfig-no-nodes", "warning", "DeviceConfig", "default", None, "feature.node.kubernetes.io/amd-gpu")],
+    ),
+    (
+        "amd/driver-install-failed",
+        cluster(
+            nodes=[_amd_node(gpus=8)],
+            pods=[],
+            cps=None,
+            amd_pods=[AMD_DP],
+            dcs=[_device_config(modules={"a1": {"status": "Upgrade-Failed", "kernelVersion": "6.8.0-45-generic"}})],
+        ),
+        {},
+        [("amd-driver-install-failed", "error", "DeviceConfig", "default", "a1", "amdgpu driver module")],
+    ),
+    (
+        "amd/plugin-ready-no-gpu",
+        cluster(nodes=[_amd_node()], pods=[], cps=None, amd_pods=[AMD_DP], dcs=[_device_config()]),
+        {},
+        [("gpu-resource-missing", "error", "Node", "a1", "a1", "amdgpu driver is not loaded")],
+    ),
+]
+
+
+@pytest.mark.parametrize("data, kwargs, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_rules(data, kwargs, expected):
+    findings = _diagnosis.diagnose(view_of(data, **kwargs))
+    got = [(f["id"], f["severity"], f["object"]["kind"], f["object"]["name"], f["node"]) for f in findings]
+    assert got == [e[:5] for e in expected], findings
+    for f, e in zip(findings, expected, strict=True):
+        assert e[5] in f["cause"], f
+        assert f["fix"] and f["evidence"], f
+        assert set(f) == {"id", "severity", "object", "node", "evidence", "cause", "fix"}
+
+
+def test_validator_evidence_names_the_step():
+    data = cluster(skip=(VALIDATOR, TOOLKIT), extra=[validator_stuck("g1", "toolkit-validation"), TOOLKIT_CRASH])
+    (f,) = [f for f in _diagnosis.diagnose(view_of(data)) if f["id"] == "validator-init-stuck"]
+    assert "init container toolkit-validation" in f["evidence"][0]
+    assert f"{NS}/{TOOLKIT}-g1 is CrashLoopBackOff" in f["evidence"][1]
+
+
+def test_nouveau_fix_names_the_module():
+    data = cluster(skip=(DRIVER,), extra=[driver_crashloop("g1")])
+    (f,) = _diagnosis.diagnose(view_of(data, host_facts=facts(nouveau={"loaded": True, "in_use": True})))
+    assert "gpuops.platform.nouveau_blacklist" in f["fix"] and "nouveau loaded and in use" in f["evidence"][-1]
+
+
+def test_findings_sorted_errors_first():
+    data = cluster(
+        nodes=[gpu_node("g1", ready=False)],
+        cps=[*CP_READY, cluster_policy("later", "2026-11-21T00:00:00Z", "ignored")],
+    )
+    sev = [f["severity"] for f in _diagnosis.diagnose(view_of(data))]
+    assert sev == sorted(sev, key=_diagnosis.SEVERITIES.index) and sev[0] == "error"
+
+
+def test_rule_table_is_pluggable():
+    def only(view):
+        return [_diagnosis.finding("x", "info", _diagnosis.node_ref("n"), "n", ["e"], "c", "f")]
+
+    assert [f["id"] for f in _diagnosis.diagnose(view_of(cluster()), rules=(only,))] == ["x"]

@@ -1,0 +1,153 @@
+"""gpu_cluster_status through main(): read-only in both modes, fail_on_error, option handling, typed errors
+turned into fail_json. The API is a fake reader serving hand-built objects."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
+from ansible_collections.gpuops.platform.plugins.modules import gpu_cluster_status
+
+NODE_OK = {
+    "metadata": {"name": "g1", "labels": {"nvidia.com/gpu.present": "true"}},
+    "status": {
+        "allocatable": {"nvidia.com/gpu": "8"},
+        "capacity": {"nvidia.com/gpu": "8"},
+        "conditions": [{"type": "Ready", "status": "True"}],
+    },
+}
+NODE_NO_GPU = {
+    "metadata": {"name": "g2", "labels": {"nvidia.com/gpu.present": "true"}},
+    "status": {"allocatable": {}, "conditions": [{"type": "Ready", "status": "True"}]},
+}
+
+
+class FakeReader:
+    """Only list methods exist: a call to anything else (a write) fails the test with AttributeError."""
+
+    def __init__(self, nodes, cluster_policies=None, error=None):
+        self._nodes, self._cps, self._error = nodes, cluster_policies, error
+        self.requests = 0
+
+    def _list(self, value):
+        self.requests += 1
+        if self._error:
+            raise self._error
+        return value
+
+    def nodes(self):
+        return self._list(self._nodes)
+
+    def pods(self, namespace):
+        return self._list([])
+
+    def daemonsets(self, namespace):
+        return self._list([])
+
+    def cluster_custom(self, group, version, plural):
+        return self._list(self._cps)
+
+    def namespaced_custom(self, group, version, namespace, plural):
+        return self._list(None)
+
+
+@pytest.fixture
+def api(monkeypatch):
+    """api(reader) -> the params new_api_client received (one dict per module run)."""
+    seen = []
+
+    def install(reader):
+        monkeypatch.setattr(_k8s, "new_api_client", lambda params: seen.append(dict(params)) or object())
+        monkeypatch.setattr(_k8s, "Reader", lambda api_client: copy.copy(reader))  # a fresh count per run
+        return seen
+
+    return install
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_reports_without_changes(api, run_module, check_mode):
+    api(FakeReader([NODE_OK]))
+    result, failed = run_module(gpu_cluster_status, {}, check_mode=check_mode)
+    assert not failed and result["changed"] is False
+    assert result["api_requests"] == 6
+    assert result["summary"]["gpu_nodes"] == 1 and result["summary"]["cluster_policy"] == "not installed"
+    assert result["nodes"][0]["allocatable"] == {"nvidia.com/gpu": 8}
+    assert [f["id"] for f in result["diagnosis"]] == ["nvidia-operator-not-installed"]
+
+
+def test_check_mode_equals_real_run(api, run_module):
+    api(FakeReader([NODE_OK, NODE_NO_GPU]))
+    check = run_module(gpu_cluster_status, {}, check_mode=True)[0]
+    real = run_module(gpu_cluster_status, {}, check_mode=False)[0]
+    for r in (check, real):
+        r.pop("invocation", None)
+    assert check == real
+
+
+@pytest.mark.parametrize("fail_on_error, failed_expected", [(False, False), (True, True)])
+def test_fail_on_error(api, run_module, fail_on_error, failed_expected):
+    api(FakeReader([NODE_NO_GPU]))
+    result, failed = run_module(gpu_cluster_status, {"fail_on_error": fail_on_error})
+    assert failed is failed_expected
+    assert result["diagnosis"][0]["id"] == "gpu-resource-missing" and result["summary"]["healthy"] is False
+    if failed:
+        assert result["msg"].startswith("1 GPU cluster finding(s) of severity error; first: gpu-resource-missing")
+
+
+def test_fail_on_error_passes_when_healthy(api, run_module):
+    api(FakeReader([NODE_OK]))
+    result, failed = run_module(gpu_cluster_status, {"fail_on_error": True})
+    assert not failed and result["summary"]["healthy"] is True
+
+
+def test_options_reach_the_client(api, run_module, monkeypatch):
+    seen = api(FakeReader([NODE_OK]))
+    monkeypatch.setenv("K8S_AUTH_KUBECONFIG", "/env/kubeconfig")
+    result, failed = run_module(
+        gpu_cluster_status, {"context": "lab", "api_key": "s3cret", "verify_ssl": False, "ssl_ca_cert": "/ca.pem"}
+    )
+    assert not failed
+    assert {k: seen[0][k] for k in ("kubeconfig", "context", "api_key", "validate_certs", "ca_cert")} == {
+        "kubeconfig": "/env/kubeconfig",
+        "context": "lab",
+        "api_key": "s3cret",
+        "validate_certs": False,
+        "ca_cert": "/ca.pem",
+    }
+    assert "s3cret" not in str(result)
+
+
+def test_node_selector(api, run_module):
+    api(FakeReader([NODE_OK, NODE_NO_GPU]))
+    result, failed = run_module(gpu_cluster_status, {"node_selector": "kubernetes.io/hostname notin (x),!absent"})
+    assert not failed and [n["name"] for n in result["nodes"]] == ["g1", "g2"]
+    result, failed = run_module(gpu_cluster_status, {"node_selector": "a b c"})
+    assert failed and "node_selector 'a b c'" in result["msg"]
+
+
+def test_host_facts_refine(api, run_module):
+    api(FakeReader([NODE_NO_GPU]))
+    facts = {"g2": {"nvidia_driver": {"loaded": False}}}
+    result, failed = run_module(gpu_cluster_status, {"host_facts": facts})
+    assert not failed and result["nodes"][0]["host_facts"] is True
+
+
+def test_api_error_fails_with_the_object(api, run_module):
+    api(FakeReader([], error=_k8s.ClusterAccessError("cannot list nodes: HTTP 403 forbidden; RBAC", status=403)))
+    result, failed = run_module(gpu_cluster_status, {})
+    assert failed and result["msg"].startswith("cannot list nodes: HTTP 403") and result["status"] == 403
+
+
+def test_config_error(run_module, monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    result, failed = run_module(gpu_cluster_status, {})
+    assert failed and "cannot load Kubernetes connection settings" in result["msg"]
+
+
+def test_missing_library(run_module, monkeypatch):
+    monkeypatch.setattr(_k8s, "HAS_KUBERNETES", False)
+    monkeypatch.setattr(_k8s, "K8S_IMPORT_ERROR", "ImportError: No module named kubernetes")
+    result, failed = run_module(gpu_cluster_status, {})
+    assert failed and "kubernetes" in result["msg"] and "Failed to import" in result["msg"]
