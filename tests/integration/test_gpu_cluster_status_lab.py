@@ -116,29 +116,32 @@ def _init_stuck_status(step):
     return {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}], "initContainerStatuses": inits}
 
 
-def _ensure_cluster_policy_crd(cluster) -> bool:
-    ext = client.ApiextensionsV1Api(cluster.api_client)
+def _ensure_cluster_policy_crd(ext) -> str | None:
+    """'present' (installed by someone else), 'created' (by this test), or None when there is no CRD file."""
     try:
         ext.read_custom_resource_definition("clusterpolicies.nvidia.com")
-        return True
+        return "present"
     except client.ApiException as exc:
         if exc.status != 404:
             raise
     if not CP_CRD.is_file():
-        return False
+        return None
     ext.create_custom_resource_definition(yaml.safe_load(CP_CRD.read_text()))
 
     def established():
         crd = ext.read_custom_resource_definition("clusterpolicies.nvidia.com")
         return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
 
-    return bool(_wait(established, 30))
+    return "created" if _wait(established, 30) else None
 
 
 @pytest.fixture
 def cluster_policies(cluster):
-    """Two ClusterPolicies of this test (created one second apart), or None when the CRD cannot be installed."""
-    if not _ensure_cluster_policy_crd(cluster):
+    """Two ClusterPolicies of this test (created one second apart), or None when the CRD cannot be installed
+    from the chart fixture. A CRD this fixture installed is removed again afterwards."""
+    ext = client.ApiextensionsV1Api(cluster.api_client)
+    crd = _ensure_cluster_policy_crd(ext)
+    if crd is None:
         yield None
         return
     custom = client.CustomObjectsApi(cluster.api_client)
@@ -159,6 +162,12 @@ def cluster_policies(cluster):
         for name in names:
             try:
                 custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", name)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+        if crd == "created":
+            try:
+                ext.delete_custom_resource_definition("clusterpolicies.nvidia.com")
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -274,7 +283,8 @@ def test_module_names_the_causes(cluster, faulty, cluster_policies):
     assert node0["host_facts"] is True and node0["operands"][0]["state"] == "CrashLoopBackOff"
     assert node0["operands"][0]["restarts"] == 6
 
-    if cluster_policies is None:
+    if cluster_policies is None or not res["cluster_policies"]["installed"]:
+        # no CRD file, or another test of the shared lab removed the CRD meanwhile
         assert res["summary"]["cluster_policy"] == "not installed"
     else:
         ignored = [f for f in res["diagnosis"] if f["id"] == "clusterpolicy-ignored"]
