@@ -1,0 +1,563 @@
+"""The fixture Helm charts under tests/fixtures/charts, without a cluster: helm lint and helm template of every chart
+version, the ClusterPolicy / DeviceConfig / NodeFeatureRule they render checked field by field and against the
+chart's own CRD schema (a small structural-schema check: unknown fields, types, enums, required, patterns), the
+upstream chart validations, the CRD difference between the two gpu-operator versions, and the layout rules
+(headers, one CRD per file, templates as .tpl, vendored NFD copies identical to the NFD fixture)."""
+
+from __future__ import annotations
+
+import filecmp
+import functools
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+CHARTS = REPO / "tests" / "fixtures" / "charts"
+NFD = CHARTS / "node-feature-discovery"
+GPU_OP = {v: CHARTS / "gpu-operator" / v for v in ("v26.3.1", "v26.7.0")}
+AMD = CHARTS / "amd-gpu-operator" / "v1.5.1"
+HEADER = "gpuops.platform test fixture; mirrors the interface of"
+# (driver, driver-manager, toolkit, device-plugin, dcgm-exporter, mig-manager) per upstream values.yaml
+VERSIONS = {
+    "v26.3.1": ("580.126.20", "v0.10.0", "v1.19.0", "v0.19.0", "4.5.1-4.8.0-distroless", "v0.14.0"),
+    "v26.7.0": ("595.91.07", "v0.12.0", "v1.20.0", "v0.20.0", "4.6.0-4.8.3-distroless", "v0.15.0"),
+}
+KWOK = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def _own_charts() -> list[Path]:
+    """Every chart version directory, not the vendored subcharts under charts/."""
+    return sorted(p.parent for p in CHARTS.glob("**/Chart.yaml") if "charts" not in p.relative_to(CHARTS).parts[:-1])
+
+
+def _helm() -> str:
+    try:
+        from gpuops_lab.config import LabConfig
+
+        path = LabConfig.load().binary("helm")
+        if path.exists():
+            return str(path)
+    except Exception:  # noqa: BLE001 - fall back to PATH when the lab config is not usable
+        pass
+    found = shutil.which("helm")
+    assert found, "helm not found (run hack/cluster/build.sh or put .venv/bin on PATH)"
+    return found
+
+
+@functools.cache
+def _template(chart: Path, values: str = "{}", release: str = "rel") -> subprocess.CompletedProcess[str]:
+    """helm template with values given as JSON (hashable, so renders are cached across tests)."""
+    return subprocess.run(
+        [_helm(), "template", release, str(chart), "--namespace", "ns", "--values", "-"],
+        input=values,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def render(chart: Path, release: str = "rel", **values) -> list[dict]:
+    r = _template(chart, json.dumps(values, sort_keys=True), release)
+    assert r.returncode == 0, r.stderr
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def render_error(chart: Path, **values) -> str:
+    r = _template(chart, json.dumps(values, sort_keys=True))
+    assert r.returncode != 0, "expected the chart to refuse these values"
+    return r.stderr
+
+
+def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{kind}/{name}: {[d['metadata']['name'] for d in found]}"
+    return found[0]
+
+
+def crd_schema(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def schema_errors(obj, schema: dict, path: str = "") -> list[str]:
+    """What a structural CRD schema rejects in obj (unknown fields, type, enum, required, pattern)."""
+    if schema.get("x-kubernetes-int-or-string"):
+        ok = isinstance(obj, int | str) and not isinstance(obj, bool)
+        return [] if ok else [f"{path}: not int-or-string"]
+    errors: list[str] = []
+    kind = schema.get("type")
+    expect = {"object": dict, "array": list, "string": str, "boolean": bool, "integer": int}.get(kind)
+    if expect and (not isinstance(obj, expect) or (kind == "integer" and isinstance(obj, bool))):
+        return [f"{path}: expected {kind}, got {type(obj).__name__}"]
+    if "enum" in schema and obj not in schema["enum"]:
+        errors.append(f"{path}: {obj!r} not in {schema['enum']}")
+    if "pattern" in schema and isinstance(obj, str) and not re.search(schema["pattern"], obj):
+        errors.append(f"{path}: {obj!r} does not match {schema['pattern']}")
+    if kind == "array":
+        for i, item in enumerate(obj):
+            errors += schema_errors(item, schema.get("items", {}), f"{path}[{i}]")
+    if kind == "object" and path != ".metadata":
+        props = schema.get("properties", {})
+        errors += [f"{path}: missing {k}" for k in schema.get("required", []) if k not in obj]
+        for key, value in obj.items():
+            if key in props:
+                errors += schema_errors(value, props[key], f"{path}.{key}")
+            elif isinstance(schema.get("additionalProperties"), dict):
+                errors += schema_errors(value, schema["additionalProperties"], f"{path}.{key}")
+            elif not schema.get("x-kubernetes-preserve-unknown-fields"):
+                errors.append(f"{path}.{key}: unknown field")
+    return errors
+
+
+def schema_paths(schema: dict, path: str = "") -> set[str]:
+    out = {path}
+    for key, sub in schema.get("properties", {}).items():
+        out |= schema_paths(sub, f"{path}.{key}")
+    if "items" in schema:
+        out |= schema_paths(schema["items"], f"{path}[]")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- layout and lint
+
+
+def test_chart_versions_present():
+    names = {(yaml.safe_load((c / "Chart.yaml").read_text())["name"], c.name) for c in _own_charts()}
+    assert {
+        ("node-feature-discovery", "node-feature-discovery"),
+        ("gpu-operator", "v26.3.1"),
+        ("gpu-operator", "v26.7.0"),
+        ("gpu-operator-charts", "v1.5.1"),
+    } <= names
+
+
+@pytest.mark.parametrize("chart", _own_charts(), ids=lambda p: str(p.relative_to(CHARTS)))
+def test_helm_lint(chart):
+    r = subprocess.run([_helm(), "lint", str(chart)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and "0 chart(s) failed" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("chart", _own_charts(), ids=lambda p: str(p.relative_to(CHARTS)))
+def test_chart_version_matches_directory(chart):
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    if chart.parent != CHARTS:  # <chart>/<version>/ layout
+        assert meta["version"] == chart.name == meta["appVersion"]
+
+
+def test_files_follow_the_fixture_rules():
+    for path in CHARTS.rglob("*"):
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        assert "copyright" not in text.lower(), path
+        rel = path.relative_to(CHARTS)
+        if "templates" in rel.parts:
+            assert path.suffix == ".tpl", f"{rel}: templates must use .tpl"
+        else:
+            assert path.suffix in (".yaml", ".tpl"), rel
+        assert HEADER in text, f"{rel}: header comment missing"
+        if "crds" in rel.parts:
+            assert len([d for d in yaml.safe_load_all(text) if d]) == 1, f"{rel}: one CRD per file"
+
+
+@pytest.mark.parametrize("parent", [*GPU_OP.values(), AMD], ids=lambda p: str(p.relative_to(CHARTS)))
+def test_vendored_nfd_is_the_nfd_fixture(parent):
+    def same(cmp: filecmp.dircmp) -> bool:
+        if cmp.left_only or cmp.right_only or cmp.funny_files:
+            return False
+        if filecmp.cmpfiles(cmp.left, cmp.right, cmp.common_files, shallow=False)[1:] != ([], []):
+            return False
+        return all(same(sub) for sub in cmp.subdirs.values())
+
+    assert same(filecmp.dircmp(NFD, parent / "charts" / "node-feature-discovery")), (
+        f"re-copy: rm -r {parent}/charts/node-feature-discovery && cp -r {NFD} {parent}/charts/"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- gpu-operator
+
+
+@pytest.mark.parametrize("version", GPU_OP)
+def test_gpu_operator_defaults(version):
+    docs = render(GPU_OP[version])
+    driver, manager, toolkit, plugin, exporter, mig_manager = VERSIONS[version]
+    cp = one(docs, "ClusterPolicy", "cluster-policy")
+    assert cp["apiVersion"] == "nvidia.com/v1"
+    spec = cp["spec"]
+    assert spec["mig"] == {"strategy": "single"}
+    assert spec["driver"]["enabled"] is True and spec["driver"]["version"] == driver
+    assert spec["driver"]["kernelModuleType"] == "auto" and spec["driver"]["manager"]["version"] == manager
+    assert spec["driver"]["rdma"] == {"enabled": False, "useHostMofed": False}
+    assert spec["driver"]["upgradePolicy"]["podDeletion"] == {
+        "force": False,
+        "timeoutSeconds": 300,
+        "deleteEmptyDir": False,
+    }
+    assert "gpuPodDeletion" not in spec["driver"]["upgradePolicy"]
+    assert spec["driver"]["upgradePolicy"]["autoUpgrade"] is True
+    assert spec["driver"]["licensingConfig"] == {"secretName": "", "nlsEnabled": True}
+    assert spec["toolkit"]["version"] == toolkit and spec["devicePlugin"]["version"] == plugin
+    assert "config" not in spec["devicePlugin"]
+    assert spec["dcgmExporter"]["version"] == exporter and spec["migManager"]["version"] == mig_manager
+    assert spec["migManager"]["config"] == {"default": "all-disabled"}
+    assert spec["dcgmExporter"]["serviceMonitor"]["enabled"] is (version == "v26.7.0")
+    assert spec["daemonsets"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert spec["daemonsets"]["priorityClassName"] == "system-node-critical"
+    assert spec["validator"]["version"] == version and spec["validator"]["plugin"] == {"env": []}
+    assert spec["cdi"] == {"enabled": True} and spec["psa"] == {"enabled": False}
+    assert spec["nodeStatusExporter"] == {
+        "enabled": False,
+        "repository": "nvcr.io/nvidia",
+        "image": "gpu-operator",
+        "imagePullPolicy": "IfNotPresent",
+        "version": version,
+    }
+    assert one(docs, "ConfigMap", "node-feature-discovery-worker-conf")  # and no other ConfigMap, no NVIDIADriver
+    assert [d["metadata"]["name"] for d in docs if d["kind"] in ("ConfigMap", "NVIDIADriver")] == [
+        "node-feature-discovery-master-conf",
+        "node-feature-discovery-worker-conf",
+    ]
+
+    operator = one(docs, "Deployment", "gpu-operator")
+    pod = operator["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == f"nvcr.io/nvidia/gpu-operator:{version}"
+    assert pod["serviceAccountName"] == "gpu-operator" and one(docs, "ServiceAccount", "gpu-operator")
+    assert pod["tolerations"][0]["key"] == "node-role.kubernetes.io/control-plane"
+    assert ("nodeSelector" in pod) is (version == "v26.7.0")
+
+    worker = one(docs, "ConfigMap", "node-feature-discovery-worker-conf")
+    pci = yaml.safe_load(worker["data"]["nfd-worker.conf"])["sources"]["pci"]
+    assert pci == {"deviceClassWhitelist": ["02", "0200", "0207", "0300", "0302"], "deviceLabelFields": ["vendor"]}
+    master = one(docs, "ConfigMap", "node-feature-discovery-master-conf")
+    assert yaml.safe_load(master["data"]["nfd-master.conf"]) == {"extraLabelNs": ["nvidia.com"]}
+    for name in ("node-feature-discovery-master", "node-feature-discovery-gc"):
+        assert one(docs, "Deployment", name)["spec"]["template"]["spec"]["priorityClassName"] == "system-node-critical"
+    gc_pod = one(docs, "Deployment", "node-feature-discovery-gc")["spec"]["template"]["spec"]
+    assert gc_pod["serviceAccountName"] == "node-feature-discovery"
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"} == {
+        "node-feature-discovery",
+        "gpu-operator",
+    }
+
+
+@pytest.mark.parametrize("version", GPU_OP)
+def test_gpu_operator_representative_values(version):
+    docs = render(
+        GPU_OP[version],
+        mig={"strategy": "mixed"},
+        driver={"enabled": False, "kernelModuleType": "open", "upgradePolicy": {"gpuPodDeletion": {"force": True}}},
+        devicePlugin={"config": {"name": "time-slicing", "default": "any"}},
+        migManager={"config": {"name": "custom-mig", "default": ""}},
+        operator={"tolerations": KWOK, "imagePullSecrets": ["ngc"], "version": "v9.9.9"},
+        daemonsets={"tolerations": KWOK},
+        nfd={"enabled": False},
+    )
+    spec = one(docs, "ClusterPolicy")["spec"]
+    assert spec["mig"]["strategy"] == "mixed"
+    assert spec["driver"]["enabled"] is False and spec["driver"]["kernelModuleType"] == "open"
+    assert spec["driver"]["upgradePolicy"]["podDeletion"]["force"] is True
+    assert spec["devicePlugin"]["config"] == {"name": "time-slicing", "default": "any"}
+    assert spec["migManager"]["config"] == {"name": "custom-mig", "default": ""}
+    assert spec["daemonsets"]["tolerations"] == KWOK
+    pod = one(docs, "Deployment", "gpu-operator")["spec"]["template"]["spec"]
+    assert pod["tolerations"] == KWOK and pod["imagePullSecrets"] == [{"name": "ngc"}]
+    assert pod["containers"][0]["image"] == "nvcr.io/nvidia/gpu-operator:v9.9.9"
+    assert spec["validator"]["version"] == version  # the validator follows the chart, not operator.version
+    assert not [d for d in docs if "node-feature-discovery" in d["metadata"]["name"]]  # nfd.enabled=false
+    assert (
+        schema_errors(one(docs, "ClusterPolicy"), crd_schema(GPU_OP[version] / "crds/nvidia.com_clusterpolicies.yaml"))
+        == []
+    )
+
+
+@pytest.mark.parametrize("version", GPU_OP)
+def test_gpu_operator_creates_config_maps(version):
+    data = {"default": "version: v1\nflags:\n  migStrategy: none\n"}
+    docs = render(
+        GPU_OP[version],
+        devicePlugin={"config": {"create": True, "name": "plugin-cfg", "default": "default", "data": data}},
+        migManager={"config": {"create": True, "name": "mig-cfg", "data": {"config.yaml": "version: v1\n"}}},
+        dcgmExporter={"config": {"create": True, "name": "metrics", "data": "DCGM_FI_DEV_GPU_UTIL, gauge, util\n"}},
+    )
+    assert one(docs, "ConfigMap", "plugin-cfg")["data"] == data
+    assert one(docs, "ConfigMap", "mig-cfg")["data"] == {"config.yaml": "version: v1\n"}
+    assert one(docs, "ConfigMap", "metrics")["data"]["dcgm-metrics.csv"].startswith("DCGM_FI_DEV_GPU_UTIL")
+    spec = one(docs, "ClusterPolicy")["spec"]
+    assert spec["dcgmExporter"]["config"] == {"name": "metrics"}
+    assert spec["devicePlugin"]["config"] == {"name": "plugin-cfg", "default": "default"}
+
+
+@pytest.mark.parametrize("version", GPU_OP)
+def test_gpu_operator_renders_valid_cluster_policies(version):
+    schema = crd_schema(GPU_OP[version] / "crds/nvidia.com_clusterpolicies.yaml")
+    for values in (
+        {},
+        {"driver": {"nvidiaDriverCRD": {"enabled": True}}},
+        {"sandboxWorkloads": {"enabled": True, "defaultWorkload": "vm-passthrough"}, "vgpuManager": {"enabled": True}},
+        {"driver": {"rdma": {"enabled": True, "useHostMofed": True}, "env": [{"name": "A", "value": "1"}]}},
+        {"cdi": {"enabled": True, "nriPluginEnabled": True}, "psa": {"enabled": True}, "gds": {"enabled": True}},
+    ):
+        cp = one(render(GPU_OP[version], **values), "ClusterPolicy")
+        assert schema_errors(cp, schema) == [], values
+
+
+@pytest.mark.parametrize("version", GPU_OP)
+def test_gpu_operator_nvidia_driver_crd_mode(version):
+    docs = render(GPU_OP[version], driver={"nvidiaDriverCRD": {"enabled": True}})
+    nvd = one(docs, "NVIDIADriver", "default")
+    assert nvd["spec"]["driverType"] == "gpu" and nvd["spec"]["version"] == VERSIONS[version][0]
+    assert ("default" in nvd["spec"]) is (version == "v26.7.0")
+    assert schema_errors(nvd, crd_schema(GPU_OP[version] / "crds/nvidia.com_nvidiadrivers.yaml")) == []
+    driver = one(docs, "ClusterPolicy")["spec"]["driver"]
+    assert driver["useNvidiaDriverCRD"] is True
+    assert ("version" in driver) is (version == "v26.3.1")  # v26.7.0 leaves the driver fields to the NVIDIADriver
+
+
+@pytest.mark.parametrize("version", GPU_OP)
+def test_gpu_operator_node_feature_rules(version):
+    docs = render(GPU_OP[version], nfd={"nodefeaturerules": True})
+    rule = one(docs, "NodeFeatureRule", "nvidia-kernel-modules")
+    assert [r["labels"] for r in rule["spec"]["rules"]] == [
+        {"nvidia.com/gdrcopy.capable": "true"},
+        {"nvidia.com/gds.capable": "true"},
+        {"nvidia.com/peermem.capable": "true"},
+    ]
+    assert schema_errors(rule, crd_schema(NFD / "crds/nodefeaturerules.yaml")) == []
+
+
+def test_gpu_operator_v26_7_0_deploy_cr_switch():
+    assert not [d for d in render(GPU_OP["v26.7.0"], clusterPolicy={"deployCR": False}) if d["kind"] == "ClusterPolicy"]
+    err = render_error(GPU_OP["v26.7.0"], gpuCluster={"deployCR": True})
+    assert "clusterPolicy.deployCR and gpuCluster.deployCR cannot both be true; only one CR can exist" in err
+    err = render_error(GPU_OP["v26.7.0"], clusterPolicy={"deployCR": False}, gpuCluster={"deployCR": True})
+    assert "the NVIDIADriver CRD must be enabled when deploying a GPUCluster CR" in err
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"create": True, "name": "cfg"}, "devicePlugin.config.data cannot be empty when devicePlugin.config.create"),
+        (
+            {"create": True, "data": {"a": "b"}},
+            "devicePlugin.config.name cannot be empty when devicePlugin.config.create",
+        ),
+    ],
+)
+def test_gpu_operator_v26_7_0_device_plugin_config_validation(config, message):
+    assert message in render_error(GPU_OP["v26.7.0"], devicePlugin={"config": config})
+
+
+def test_gpu_operator_v26_3_1_has_no_device_plugin_config_validation():
+    """Upstream added these checks in v26.7.0; v26.3.1 renders (and skips the ConfigMap without data)."""
+    docs = render(GPU_OP["v26.3.1"], devicePlugin={"config": {"create": True, "name": "cfg"}})
+    assert not [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "cfg"]
+
+
+@pytest.mark.parametrize("version", GPU_OP)
+def test_gpu_operator_nri_needs_cdi(version):
+    err = render_error(GPU_OP[version], cdi={"enabled": False, "nriPluginEnabled": True})
+    assert "the NRI Plugin cannot be enabled when CDI is disabled" in err
+
+
+def test_gpu_operator_crd_difference_between_versions():
+    """v26.7.0 adds fields to the ClusterPolicy schema; Helm does not upgrade CRDs, so the v26.7.0 chart's default
+    ClusterPolicy does not fit the v26.3.1 CRD until the new CRDs are applied."""
+    old = crd_schema(GPU_OP["v26.3.1"] / "crds/nvidia.com_clusterpolicies.yaml")
+    new = crd_schema(GPU_OP["v26.7.0"] / "crds/nvidia.com_clusterpolicies.yaml")
+    added = schema_paths(new) - schema_paths(old)
+    assert schema_paths(old) <= schema_paths(new)
+    assert {p for p in added if not p.startswith(".spec.operator.metrics.")} == {
+        ".spec.hostPaths.kubeletRootDir",
+        ".spec.operator.metrics",
+        ".spec.dcgmExporter.annotations",
+        ".spec.dcgmExporter.enablePodLabels",
+        ".spec.dcgmExporter.enablePodUID",
+        ".spec.dcgmExporter.podLabelAllowlistRegex",
+        ".spec.dcgmExporter.podLabelAllowlistRegex[]",
+        ".spec.dcgmExporter.serviceMonitor.scrapeTimeout",
+    }
+    cp = one(render(GPU_OP["v26.7.0"]), "ClusterPolicy")
+    assert schema_errors(cp, old) == [".spec.dcgmExporter.serviceMonitor.scrapeTimeout: unknown field"]
+    assert schema_errors(cp, new) == []
+    old_nvd = crd_schema(GPU_OP["v26.3.1"] / "crds/nvidia.com_nvidiadrivers.yaml")
+    new_nvd = crd_schema(GPU_OP["v26.7.0"] / "crds/nvidia.com_nvidiadrivers.yaml")
+    assert ".spec.default" in schema_paths(new_nvd) - schema_paths(old_nvd)
+    assert ".spec.upgradePolicy.podDeletion" in schema_paths(new_nvd) - schema_paths(old_nvd)
+
+
+@pytest.mark.parametrize("version", GPU_OP)
+def test_cluster_policy_crd_shape(version):
+    crd = yaml.safe_load((GPU_OP[version] / "crds/nvidia.com_clusterpolicies.yaml").read_text())
+    assert crd["metadata"]["name"] == "clusterpolicies.nvidia.com" and crd["spec"]["scope"] == "Cluster"
+    assert crd["spec"]["names"]["kind"] == "ClusterPolicy" and crd["spec"]["group"] == "nvidia.com"
+    (v1,) = crd["spec"]["versions"]
+    assert v1["name"] == "v1" and v1["subresources"] == {"status": {}}
+    assert v1["additionalPrinterColumns"][0] == {"jsonPath": ".status.state", "name": "Status", "type": "string"}
+    schema = v1["schema"]["openAPIV3Schema"]
+    spec = schema["properties"]["spec"]
+    assert spec["required"] == [
+        "daemonsets",
+        "dcgm",
+        "dcgmExporter",
+        "devicePlugin",
+        "driver",
+        "gfd",
+        "nodeStatusExporter",
+        "operator",
+        "toolkit",
+    ]
+    props = spec["properties"]
+    assert props["mig"]["properties"]["strategy"]["enum"] == ["none", "single", "mixed"]
+    assert props["driver"]["properties"]["kernelModuleType"]["enum"] == ["auto", "open", "proprietary"]
+    assert props["migManager"]["properties"]["config"]["properties"]["default"]["enum"] == ["all-disabled", ""]
+    assert schema["properties"]["status"]["properties"]["state"]["enum"] == ["ignored", "ready", "notReady"]
+    assert "x-kubernetes-preserve-unknown-fields" not in json.dumps(schema)
+    bad = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {}, "spec": {"mig": {"strategy": "all"}}}
+    errors = schema_errors(bad, schema)
+    assert (
+        ".spec.mig.strategy: 'all' not in ['none', 'single', 'mixed']" in errors and ".spec: missing driver" in errors
+    )
+
+
+# ---------------------------------------------------------------------------------------------- AMD gpu-operator
+
+
+def test_amd_defaults():
+    docs = render(AMD, release="amd-gpu-operator")
+    dc = one(docs, "DeviceConfig", "default")
+    assert dc["apiVersion"] == "amd.com/v1alpha1"
+    assert dc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    spec = dc["spec"]
+    assert spec["selector"] == {"feature.node.kubernetes.io/amd-gpu": "true"}
+    assert spec["driver"]["enable"] is False and spec["driver"]["version"] == "30.20.1"
+    assert spec["driver"]["blacklist"] is False
+    assert spec["devicePlugin"]["enableDevicePlugin"] is True and spec["devicePlugin"]["enableNodeLabeller"] is True
+    assert spec["devicePlugin"]["devicePluginImage"] == "rocm/k8s-device-plugin:latest"
+    assert spec["metricsExporter"]["enable"] is True and spec["metricsExporter"]["port"] == 5000
+    assert spec["metricsExporter"]["prometheus"]["serviceMonitor"]["enable"] is False
+    assert schema_errors(dc, crd_schema(AMD / "crds/deviceconfig-crd.yaml")) == []
+    rule = one(docs, "NodeFeatureRule", "amd-gpu-label-nfd-rule")
+    assert {"feature.node.kubernetes.io/amd-gpu": "true"} in [r["labels"] for r in rule["spec"]["rules"]]
+    assert schema_errors(rule, crd_schema(NFD / "crds/nodefeaturerules.yaml")) == []
+    manager = one(docs, "Deployment", "amd-gpu-operator-gpu-operator-charts-controller-manager")
+    assert manager["spec"]["template"]["spec"]["containers"][0]["image"] == "docker.io/rocm/amd-gpu-operator:v1.5.1"
+    worker = one(docs, "DaemonSet", "node-feature-discovery-worker")["spec"]["template"]["spec"]
+    assert [t["key"] for t in worker["tolerations"]] == ["amd-dcm", "amd-gpu-unhealthy"]
+
+
+def test_amd_representative_values():
+    docs = render(
+        AMD,
+        release="amd-gpu-operator",
+        installdefaultNFDRule=False,
+        controllerManager={"manager": {"tolerations": KWOK}},
+        deviceConfig={
+            "spec": {
+                "driver": {"enable": True, "version": "6.4", "blacklist": True},
+                "devicePlugin": {"enableNodeLabeller": False, "devicePluginTolerations": KWOK},
+                "metricsExporter": {
+                    "serviceType": "NodePort",
+                    "port": 5001,
+                    "prometheus": {"serviceMonitor": {"enable": True}},
+                },
+            }
+        },
+        **{"node-feature-discovery": {"enabled": False}},
+    )
+    spec = one(docs, "DeviceConfig")["spec"]
+    assert (
+        spec["driver"]["enable"] is True and spec["driver"]["version"] == "6.4" and spec["driver"]["blacklist"] is True
+    )
+    assert (
+        spec["devicePlugin"]["enableNodeLabeller"] is False and spec["devicePlugin"]["devicePluginTolerations"] == KWOK
+    )
+    assert spec["metricsExporter"]["serviceType"] == "NodePort" and spec["metricsExporter"]["port"] == 5001
+    assert schema_errors(one(docs, "DeviceConfig"), crd_schema(AMD / "crds/deviceconfig-crd.yaml")) == []
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["tolerations"][0]["key"] == "amd-gpu-unhealthy" and pod["tolerations"][1:] == KWOK
+    assert not [d for d in docs if d["kind"] == "NodeFeatureRule" or "node-feature-discovery" in d["metadata"]["name"]]
+    assert not [d for d in render(AMD, crds={"defaultCR": {"install": False}}) if d["kind"] == "DeviceConfig"]
+
+
+def test_amd_crd_shape():
+    crd = yaml.safe_load((AMD / "crds/deviceconfig-crd.yaml").read_text())
+    assert crd["metadata"]["name"] == "deviceconfigs.amd.com" and crd["spec"]["scope"] == "Namespaced"
+    (version,) = crd["spec"]["versions"]
+    assert (crd["spec"]["group"], version["name"], crd["spec"]["names"]["kind"]) == (
+        "amd.com",
+        "v1alpha1",
+        "DeviceConfig",
+    )
+    assert version["subresources"] == {"status": {}}
+    assert "x-kubernetes-preserve-unknown-fields" not in json.dumps(version)
+    bad = {"spec": {"metricsExporter": {"serviceType": "LoadBalancer"}, "driver": {"enabel": True}}}
+    assert sorted(schema_errors(bad, version["schema"]["openAPIV3Schema"])) == [
+        ".spec.driver.enabel: unknown field",
+        ".spec.metricsExporter.serviceType: 'LoadBalancer' not in ['ClusterIP', 'NodePort']",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- node-feature-discovery
+
+
+def test_nfd_defaults_and_values():
+    docs = render(NFD, release="nfd")
+    assert {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in ("Deployment", "DaemonSet")} == {
+        ("Deployment", "node-feature-discovery-master"),
+        ("Deployment", "node-feature-discovery-gc"),
+        ("DaemonSet", "node-feature-discovery-worker"),
+    }
+    gc = one(docs, "Deployment", "node-feature-discovery-gc")["spec"]["template"]["spec"]
+    assert (
+        gc["containers"][0]["args"] == ["-gc-interval=1h"] and gc["serviceAccountName"] == "node-feature-discovery-gc"
+    )
+    docs = render(
+        NFD,
+        featureGates={"NodeFeatureGroupAPI": True},
+        gc={"enable": False},
+        master={"tolerations": KWOK, "config": {"extraLabelNs": ["nvidia.com"]}},
+        worker={"tolerations": KWOK},
+    )
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-gc")]
+    master = one(docs, "Deployment", "node-feature-discovery-master")["spec"]["template"]["spec"]
+    assert master["tolerations"] == KWOK
+    assert "-feature-gates=NodeFeatureGroupAPI=true" in master["containers"][0]["args"]
+    conf = one(docs, "ConfigMap", "node-feature-discovery-master-conf")["data"]["nfd-master.conf"]
+    assert yaml.safe_load(conf) == {"extraLabelNs": ["nvidia.com"]}
+
+
+def test_nfd_crds():
+    scopes = {}
+    for path in sorted((NFD / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        scopes[crd["spec"]["names"]["kind"]] = (
+            crd["spec"]["group"],
+            crd["spec"]["versions"][0]["name"],
+            crd["spec"]["scope"],
+        )
+    assert scopes == {
+        "NodeFeature": ("nfd.k8s-sigs.io", "v1alpha1", "Namespaced"),
+        "NodeFeatureGroup": ("nfd.k8s-sigs.io", "v1alpha1", "Namespaced"),
+        "NodeFeatureRule": ("nfd.k8s-sigs.io", "v1alpha1", "Cluster"),
+    }
+    group = {
+        "spec": {
+            "featureGroupRules": [
+                {
+                    "name": "gpus",
+                    "matchFeatures": [{"feature": "pci.device", "matchExpressions": {"vendor": {"op": "Any"}}}],
+                }
+            ]
+        }
+    }
+    assert schema_errors(group, crd_schema(NFD / "crds/nodefeaturegroups.yaml")) == [
+        ".spec.featureGroupRules[0].matchFeatures[0].matchExpressions.vendor.op: 'Any' not in ['In', 'NotIn', "
+        "'InRegexp', 'Exists', 'DoesNotExist', 'Gt', 'Ge', 'Lt', 'Le', 'GtLt', 'GeLe', 'IsTrue', 'IsFalse']"
+    ]
