@@ -10,6 +10,7 @@ nodes (bench-cs-*) are removed afterwards."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -54,6 +55,15 @@ def measure(api_client, runs: int) -> dict[str, object]:
     }
 
 
+def _all_ready(core, names: list[str]) -> bool:
+    got = {
+        n.metadata.name
+        for n in core.list_node(label_selector="gpuops.io/hardware-profile=dgx-h100").items
+        if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+    }
+    return set(names) <= got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10,100,1000")
@@ -78,17 +88,7 @@ def main() -> None:
         for size in sizes:
             t0 = time.monotonic()
             made += nodes.add(core, "dgx-h100", size - len(made), prefix="bench-cs")
-            want = set(made)
-
-            def ready(want=want) -> bool:
-                got = {
-                    n.metadata.name
-                    for n in core.list_node(label_selector="gpuops.io/hardware-profile=dgx-h100").items
-                    if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
-                }
-                return want <= got
-
-            ok = wait_for(ready, 600, 1.0)
+            ok = wait_for(functools.partial(_all_ready, core, list(made)), 600, 1.0)
             time.sleep(args.settle)  # let kwok's node initialisation burst pass (it shares the CPUs)
             results[str(size)] = {
                 "ready": ok,

@@ -302,6 +302,11 @@ def node_view(node, vendor):
         "ready_reason": ready.get("reason"),
         "ready_message": ready.get("message"),
         "unschedulable": bool(spec.get("unschedulable")),
+        "problems": [
+            {k: c.get(k) for k in ("type", "reason", "message")}
+            for c in status.get("conditions") or ()
+            if c.get("type") != "Ready" and c.get("status") == "True"
+        ],
         "kernel": info.get("kernelVersion"),
         "kubelet_version": info.get("kubeletVersion"),
         "labels": {k: v for k, v in sorted(labels.items()) if k.startswith(_LABEL_PREFIXES) or k == f"{NFD}/amd-gpu"},
@@ -349,6 +354,7 @@ def cluster_policies_view(items):
             {
                 "name": obj["metadata"]["name"],
                 "state": status.get("state"),
+                "namespace": status.get("namespace"),
                 "created": obj["metadata"].get("creationTimestamp"),
                 "active": obj["metadata"]["name"] == active,
                 "conditions": _conditions(obj),
@@ -426,6 +432,9 @@ def build_view(raw, params, selector=None):
             operand_pods.append(view)
             if view["node"] in gpu_nodes:
                 gpu_nodes[view["node"]]["operands"].append(view)
+    pods_by_node = {}
+    for pod in operand_pods:
+        pods_by_node.setdefault(pod["node"], []).append(pod)
     for node in gpu_nodes.values():
         node["operands"].sort(key=lambda p: (p["component"] or "", p["name"]))
     facts = match_host_facts(params.get("host_facts"), list(gpu_nodes))
@@ -447,6 +456,8 @@ def build_view(raw, params, selector=None):
             {((n.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or "unknown" for n in raw["nodes"]}
         ),
         "operand_pods": operand_pods,
+        "pods_by_node": pods_by_node,
+        "node_index": gpu_nodes,
         "operator_pods": operator_pods,
         "daemonsets": {d["name"]: d for d in (daemonset_view(ds) for ds in raw["daemonsets"])},
         "cluster_policies": cluster_policies_view(raw["cluster_policies"]),

@@ -72,9 +72,10 @@ def role(pod):
 
 
 def pods_by_role(view, node, vendor=None):
+    """role -> the (first) operand pod of that role on ``node``."""
     out = {}
-    for pod in view["operand_pods"]:
-        if pod["node"] == node and (vendor is None or pod["vendor"] == vendor):
+    for pod in view["pods_by_node"].get(node, ()):
+        if vendor is None or pod["vendor"] == vendor:
             out.setdefault(role(pod), pod)
     return out
 
@@ -105,7 +106,7 @@ def _get(facts, *path):
 
 
 def _node(view, name):
-    return next((n for n in view["nodes"] if n["name"] == name), None)
+    return view["node_index"].get(name)
 
 
 def _kernel(view, name):
@@ -113,20 +114,43 @@ def _kernel(view, name):
     return view["node_labels"].get(name, {}).get(f"{NFD}/kernel-version.full") or (node or {}).get("kernel")
 
 
+HOST_DRIVER_MESSAGES = ("already loaded", "driver is in use", "could not unload nvidia driver")
+
+
+def _driver_says_host_driver(view, name):
+    driver = pods_by_role(view, name, "nvidia").get("driver")
+    message = str((driver or {}).get("message") or "").lower()
+    return any(m in message for m in HOST_DRIVER_MESSAGES)
+
+
 def host_driver_loaded(view, name):
-    """True when the host has its own NVIDIA driver (host facts) or the operator marked it pre-installed."""
+    """True when the host has its own NVIDIA driver: host facts, the operator's pre-installed label, or the
+    driver container's last message (it cannot unload/load over a host driver)."""
     if _get(facts_of(view, name), "nvidia_driver", "loaded"):
         return True
-    return view["node_labels"].get(name, {}).get("nvidia.com/gpu.deploy.driver") == "pre-installed"
+    if view["node_labels"].get(name, {}).get("nvidia.com/gpu.deploy.driver") == "pre-installed":
+        return True
+    return _driver_says_host_driver(view, name)
 
 
 def _host_driver_evidence(view, name):
     facts = facts_of(view, name)
     if _get(facts, "nvidia_driver", "loaded"):
-        return f"host facts: nvidia driver {_get(facts, 'nvidia_driver', 'version') or ''} loaded on the host".replace(
-            "  ", " "
-        )
-    return "node label nvidia.com/gpu.deploy.driver=pre-installed"
+        version = _get(facts, "nvidia_driver", "version")
+        return f"host facts: nvidia driver {version} loaded on the host" if version else "host facts: nvidia loaded"
+    if view["node_labels"].get(name, {}).get("nvidia.com/gpu.deploy.driver") == "pre-installed":
+        return "node label nvidia.com/gpu.deploy.driver=pre-installed"
+    return "the driver container reports a driver already loaded on the host"
+
+
+def _node_problems(node):
+    """The node's condition evidence when it is not healthy: Ready not True, or another condition True
+    (MemoryPressure, DiskPressure, node-problem-detector conditions...)."""
+    out = []
+    if not node["ready"]:
+        out.append(f"node condition Ready={node['ready_reason']}: {node['ready_message']}")
+    out += [f"node condition {c['type']}=True ({c.get('reason')}): {c.get('message')}" for c in node["problems"]]
+    return out
 
 
 DISABLE_DRIVER_FIX = (
@@ -204,7 +228,8 @@ def _nvidia_resource_missing(view, node, labels, evidence):
             name,
             [*evidence, describe(driver)],
             "NVIDIA driver not loaded: the driver container is not ready on this node, so the device plugin has "
-            "nothing to advertise",
+            "nothing to advertise"
+            + (" (it conflicts with a driver on the host)" if host_driver_loaded(view, name) else ""),
             "fix the driver pod first (see its driver-crashloop or validator finding; "
             f"kubectl logs -n {ns} {driver['name']} -c nvidia-driver-ctr)",
         )
@@ -265,6 +290,19 @@ def _nvidia_resource_missing(view, node, labels, evidence):
             _nfd_fix(name) if missing else "check the DaemonSet's tolerations against the node's taints",
         )
     if not plugin["ready"]:
+        waits_for = VALIDATION_STEPS.get(plugin.get("init_step") or "")
+        blocker = ops.get(waits_for) if waits_for else None
+        if blocker is not None and not blocker["ready"]:
+            return finding(
+                "gpu-resource-missing",
+                "error",
+                pod_ref(blocker),
+                name,
+                [*evidence, describe(plugin), describe(blocker)],
+                f"the device plugin waits in init container {plugin['init_step']} for the {waits_for}, which is "
+                f"not ready on the node ({blocker['name']} is {blocker['state']})",
+                f"fix {blocker['name']} first (see its finding); the device plugin then starts",
+            )
         step = f"; it waits in init container {plugin['init_step']}" if plugin.get("init_step") else ""
         return finding(
             "gpu-resource-missing",
@@ -419,6 +457,9 @@ def rule_validator_init(view):
         target = ops.get(component) if component else None
         if target is not None:
             evidence.append(describe(target))
+        if target is not None and target["ready"]:
+            out.append(_step_stuck_component_ready(pod, step, target, evidence))
+            continue
         if component == "driver":
             if target is not None:
                 obj, cause = pod_ref(target), f"the driver is not ready on the node (driver pod is {target['state']})"
@@ -444,6 +485,37 @@ def rule_validator_init(view):
             fix = f"kubectl logs -n {pod['namespace']} {pod['name']} -c {step}"
         out.append(finding("validator-init-stuck", "error", obj, name, evidence, cause, fix))
     return out
+
+
+STEP_HINTS = {
+    "driver-validation": (
+        "the validator cannot run nvidia-smi from the driver install directory (ClusterPolicy hostPaths "
+        "driverInstallDir/rootFS do not match where the driver container installs)",
+        "compare hostPaths.driverInstallDir and hostPaths.rootFS with the driver container's install path",
+    ),
+    "toolkit-validation": (
+        "a container cannot start with the NVIDIA runtime (the runtime is not the default or the RuntimeClass "
+        "nvidia is missing)",
+        "check the container runtime config written by the toolkit and the RuntimeClass nvidia",
+    ),
+    "plugin-validation": (
+        "the plugin validation workload gets no GPU (nvidia.com/gpu not allocatable, or all GPUs in use)",
+        "check allocatable nvidia.com/gpu on the node and the device plugin log",
+    ),
+}
+
+
+def _step_stuck_component_ready(pod, step, target, evidence):
+    cause, fix = STEP_HINTS.get(step, (f"validation step {step} does not complete", "read its log"))
+    return finding(
+        "validator-init-stuck",
+        "error",
+        pod_ref(pod),
+        pod["node"],
+        evidence,
+        f"{step} does not complete although {target['name']} is ready: {cause}",
+        f"kubectl logs -n {pod['namespace']} {pod['name']} -c {step}; {fix}",
+    )
 
 
 def _cuda_validation(view, pod, evidence):
@@ -548,11 +620,43 @@ def rule_operator_crashloop(view):
     return out
 
 
+def _operator_namespace_elsewhere(view):
+    """The namespace the operator reports in the active ClusterPolicy's status.namespace when it is not the
+    operator_namespace looked at, else None."""
+    active = next((c for c in view["cluster_policies"]["objects"] if c["active"]), None)
+    reported = (active or {}).get("namespace")
+    return reported if reported and reported != view["operator_namespace"] else None
+
+
+def rule_operator_namespace(view):
+    """The operator reports another namespace than operator_namespace -> operands were looked up in vain."""
+    reported = _operator_namespace_elsewhere(view)
+    if reported is None:
+        return []
+    active = next(c for c in view["cluster_policies"]["objects"] if c["active"])
+    return [
+        finding(
+            "operator-namespace-mismatch",
+            "warning",
+            {"kind": "ClusterPolicy", "namespace": None, "name": active["name"]},
+            None,
+            [
+                f"ClusterPolicy {active['name']} status.namespace {reported}",
+                f"operator_namespace {view['operator_namespace']}",
+            ],
+            f"the operator runs in namespace {reported}, so its pods and operands were looked for in the wrong one",
+            f"set operator_namespace: {reported}",
+        )
+    ]
+
+
 def rule_operator_missing(view):
     """ClusterPolicy present but no operator pod running -> nothing reconciles it."""
     cps = view["cluster_policies"]
     if not cps["objects"] or any(p["ready"] for p in view["operator_pods"]):
         return []
+    if _operator_namespace_elsewhere(view):
+        return []  # operator-namespace-mismatch names the cause
     if any(p["state"] == "CrashLoopBackOff" for p in view["operator_pods"]):
         return []  # operator-crashloop names the cause
     ns = view["operator_namespace"]
@@ -676,7 +780,8 @@ def rule_operator_installed(view):
 
 
 def rule_host_driver_conflict(view):
-    """Host driver and driver container both present -> NotReady node cause (or a warning while Ready)."""
+    """Host driver and driver container both present -> the cause of the node's NotReady (or its other failing
+    condition); a driver pod beside a host driver on a healthy node is still reported."""
     out = []
     for node in view["nodes"]:
         name = node["name"]
@@ -684,15 +789,15 @@ def rule_host_driver_conflict(view):
         if driver is None or not host_driver_loaded(view, name):
             continue
         evidence = [_host_driver_evidence(view, name), describe(driver)]
-        if not node["ready"]:
-            evidence.append(f"node Ready={node['ready_reason']}: {node['ready_message']}")
+        problems = _node_problems(node)
+        if problems:
             out.append(
                 finding(
                     "node-not-ready",
                     "error",
                     node_ref(name),
                     name,
-                    evidence,
+                    evidence + problems,
                     "host driver and driver container both present: the driver container's unload/load of the "
                     "NVIDIA modules conflicts with the host driver and takes the node down",
                     DISABLE_DRIVER_FIX,
@@ -714,25 +819,39 @@ def rule_host_driver_conflict(view):
 
 
 def rule_node_not_ready(view):
-    """GPU node NotReady without a known GPU cause."""
+    """GPU node NotReady (or with another failing condition) without a known GPU cause."""
     out = []
     for node in view["nodes"]:
         name = node["name"]
-        if node["ready"]:
+        problems = _node_problems(node)
+        if not problems:
             continue
         if pods_by_role(view, name, "nvidia").get("driver") is not None and host_driver_loaded(view, name):
             continue  # rule_host_driver_conflict names the cause
-        out.append(
-            finding(
-                "node-not-ready",
-                "error",
-                node_ref(name),
-                name,
-                [f"node Ready condition: {node['ready_reason']}: {node['ready_message']}"],
-                "the kubelet on the node is not ready (not posting status, or its container runtime is down)",
-                f"on {name}: systemctl status kubelet containerd; journalctl -u kubelet",
+        if not node["ready"]:
+            out.append(
+                finding(
+                    "node-not-ready",
+                    "error",
+                    node_ref(name),
+                    name,
+                    problems,
+                    "the kubelet on the node is not ready (not posting status, or its container runtime is down)",
+                    f"on {name}: systemctl status kubelet containerd; journalctl -u kubelet",
+                )
             )
-        )
+        else:
+            out.append(
+                finding(
+                    "node-condition",
+                    "warning",
+                    node_ref(name),
+                    name,
+                    problems,
+                    "the node reports a failing condition (resource pressure or a node-problem-detector check)",
+                    f"kubectl describe node {name}; fix what the condition names",
+                )
+            )
     return out
 
 
@@ -829,6 +948,7 @@ def rule_device_config(view):
 RULES = (
     rule_operator_installed,
     rule_cluster_policy,
+    rule_operator_namespace,
     rule_operator_missing,
     rule_operator_crashloop,
     rule_node_not_ready,

@@ -127,6 +127,12 @@ nodes:
     unschedulable:
       description: The node is cordoned.
       type: bool
+    problems:
+      description:
+        - Node conditions other than C(Ready) whose status is C(True) (C(MemoryPressure), C(DiskPressure),
+          node-problem-detector conditions...), each with C(type), C(reason) and C(message).
+      type: list
+      elements: dict
     kernel:
       description: Kernel version from the node's status.
       type: str
@@ -234,8 +240,8 @@ cluster_policies:
     objects:
       description:
         - Oldest first, each with C(name), C(state) (V(ready), V(notReady), V(ignored), null before the first
-          reconcile), C(created), C(active) and C(conditions) (C(type), C(status), C(reason), C(message),
-          C(lastTransitionTime)).
+          reconcile), C(namespace) (the operator's namespace, from C(status.namespace)), C(created), C(active)
+          and C(conditions) (C(type), C(status), C(reason), C(message), C(lastTransitionTime)).
       type: list
       elements: dict
 device_configs:
@@ -308,8 +314,8 @@ diagnosis:
       description:
         - Rule id. V(gpu-resource-missing), V(driver-crashloop), V(validator-init-stuck),
           V(operand-pending-labels), V(operand-pending), V(operand-crashloop), V(operator-crashloop),
-          V(operator-not-running), V(clusterpolicy-ignored), V(clusterpolicy-not-ready),
-          V(clusterpolicy-not-reconciled), V(host-driver-conflict), V(node-not-ready),
+          V(operator-not-running), V(operator-namespace-mismatch), V(clusterpolicy-ignored), V(clusterpolicy-not-ready),
+          V(clusterpolicy-not-reconciled), V(host-driver-conflict), V(node-not-ready), V(node-condition),
           V(nvidia-operator-not-installed), V(amd-operator-not-installed), V(deviceconfig-no-nodes),
           V(deviceconfig-not-ready), V(amd-driver-install-failed).
       type: str

@@ -116,42 +116,53 @@ def _init_stuck_status(step):
     return {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}], "initContainerStatuses": inits}
 
 
-def _ensure_cluster_policy_crd(ext) -> str | None:
-    """'present' (installed by someone else), 'created' (by this test), or None when there is no CRD file."""
+def _ensure_crd(api_client, path: Path) -> bool:
+    """Install the CRD from the chart fixture when the cluster lacks it (left in place afterwards: deleting a
+    CRD deletes every other test's custom resources). False when there is no fixture file."""
+    if not path.is_file():
+        return False
+    ext = client.ApiextensionsV1Api(api_client)
+    manifest = yaml.safe_load(path.read_text())
+    name = manifest["metadata"]["name"]
     try:
-        ext.read_custom_resource_definition("clusterpolicies.nvidia.com")
-        return "present"
+        ext.read_custom_resource_definition(name)
     except client.ApiException as exc:
         if exc.status != 404:
             raise
-    if not CP_CRD.is_file():
-        return None
-    ext.create_custom_resource_definition(yaml.safe_load(CP_CRD.read_text()))
+        try:
+            ext.create_custom_resource_definition(manifest)
+        except client.ApiException as exc2:
+            if exc2.status != 409:  # created meanwhile by another test
+                raise
 
     def established():
-        crd = ext.read_custom_resource_definition("clusterpolicies.nvidia.com")
+        crd = ext.read_custom_resource_definition(name)
         return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
 
-    return "created" if _wait(established, 30) else None
+    return bool(_wait(established, 30))
 
 
 @pytest.fixture
 def cluster_policies(cluster):
-    """Two ClusterPolicies of this test (created one second apart), or None when the CRD cannot be installed
-    from the chart fixture. A CRD this fixture installed is removed again afterwards."""
-    ext = client.ApiextensionsV1Api(cluster.api_client)
-    crd = _ensure_cluster_policy_crd(ext)
-    if crd is None:
+    """Two ClusterPolicies of this test (created one second apart), or None without the CRD fixture."""
+    if not _ensure_crd(cluster.api_client, CP_CRD):
         yield None
         return
     custom = client.CustomObjectsApi(cluster.api_client)
     tag = uuid.uuid4().hex[:6]
     names = [f"t{tag}-first", f"t{tag}-second"]
+    # the lab's simulator leaves objects labelled for another simulator instance alone
+    labels = {"sim.gpuops.io/instance": f"t{tag}"}
     try:
         for i, name in enumerate(names):
             if i:
                 time.sleep(1.1)  # creationTimestamp has a one-second resolution
-            body = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name}, "spec": CP_SPEC}
+            body = {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": name, "labels": labels},
+                "spec": CP_SPEC,
+            }
             custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", body)
             state = "ready" if i == 0 else "ignored"
             custom.patch_cluster_custom_object_status(
@@ -162,12 +173,6 @@ def cluster_policies(cluster):
         for name in names:
             try:
                 custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", name)
-            except client.ApiException as exc:
-                if exc.status != 404:
-                    raise
-        if crd == "created":
-            try:
-                ext.delete_custom_resource_definition("clusterpolicies.nvidia.com")
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -283,8 +288,7 @@ def test_module_names_the_causes(cluster, faulty, cluster_policies):
     assert node0["host_facts"] is True and node0["operands"][0]["state"] == "CrashLoopBackOff"
     assert node0["operands"][0]["restarts"] == 6
 
-    if cluster_policies is None or not res["cluster_policies"]["installed"]:
-        # no CRD file, or another test of the shared lab removed the CRD meanwhile
+    if cluster_policies is None:
         assert res["summary"]["cluster_policy"] == "not installed"
     else:
         ignored = [f for f in res["diagnosis"] if f["id"] == "clusterpolicy-ignored"]
@@ -307,3 +311,106 @@ def test_fail_on_error_and_constant_requests(cluster, faulty, add_nodes):
     after = _cluster_status.gather(reader, params)
     assert before["api_requests"] == after["api_requests"] == 5
     assert after["summary"]["gpu_nodes"] >= before["summary"]["gpu_nodes"] + 40
+
+
+# -- against the operator simulator's documented faults ----------------------------------------------------
+SIM_FAULTS = {
+    0: "driver-crashloop",
+    1: "host-driver-conflict",
+    2: "toolkit-not-ready",
+    3: "validator-init-stuck",
+    4: "nfd-labels-missing",
+}
+
+
+@pytest.fixture
+def simulated(cluster, core, namespace, add_nodes):
+    """An in-process ClusterPolicy simulator instance of this test (the lab's own simulator leaves objects of
+    another instance alone) reconciling one ClusterPolicy over six dgx-h100 nodes, five of them with a fault."""
+    from gpuops_lab.simulator.faults import FAULTS_ANNOTATION
+    from gpuops_lab.simulator.framework import RealClient, Simulator
+    from gpuops_lab.simulator.handlers.nvidia import INSTANCE_LABEL, ClusterPolicyHandler
+
+    assert _ensure_crd(cluster.api_client, CP_CRD), f"no ClusterPolicy CRD fixture at {CP_CRD}"
+    gpu = add_nodes("dgx-h100", 6)
+    for i, name in enumerate(gpu):
+        meta = {"labels": {INSTANCE_LABEL: namespace}}
+        if i in SIM_FAULTS:
+            meta["annotations"] = {FAULTS_ANNOTATION: SIM_FAULTS[i]}
+        core.patch_node(name, {"metadata": meta})
+    handler = ClusterPolicyHandler(instance=namespace, operator_namespace=namespace)
+    sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), [handler], resync_period=2.0, watch_timeout=30)
+    sim.start()
+    custom = client.CustomObjectsApi(cluster.api_client)
+    name = f"{namespace}-policy"
+    try:
+        assert sim.wait_ready(30), "simulator watches not established within 30s"
+        body = {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": name, "labels": {INSTANCE_LABEL: namespace}},
+            "spec": {
+                **CP_SPEC,
+                "daemonsets": {
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+                },
+                "driver": {"enabled": True, "version": "595.91.07"},
+                "dcgm": {"enabled": False},
+                "nodeStatusExporter": {"enabled": False},
+            },
+        }
+        custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", body)
+        yield {"gpu": gpu, "namespace": namespace, "policy": name, "instance_label": INSTANCE_LABEL}
+    finally:
+        try:
+            custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", name)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        _wait(lambda: not client.AppsV1Api(cluster.api_client).list_namespaced_daemon_set(namespace).items, 30)
+        sim.stop()
+
+
+def test_diagnoses_the_simulator_faults(cluster, simulated):
+    gpu, ns = simulated["gpu"], simulated["namespace"]
+    reader_params = {
+        "operator_namespace": ns,
+        "amd_namespace": ns,
+        "host_facts": None,
+        "node_selector": f"{simulated['instance_label']}={ns}",
+    }
+    expected = {
+        ("driver-crashloop", gpu[0]),
+        ("validator-init-stuck", gpu[0]),
+        ("node-not-ready", gpu[1]),
+        ("validator-init-stuck", gpu[2]),
+        ("validator-init-stuck", gpu[3]),
+        ("gpu-resource-missing", gpu[4]),
+    }
+
+    last = {}
+
+    def diagnosed():
+        reader = _k8s.Reader(_k8s.new_api_client({"kubeconfig": cluster.kubeconfig}))
+        last["res"] = res = _cluster_status.gather(reader, reader_params)
+        got = {(f["id"], f["node"]) for f in res["diagnosis"]}
+        healthy = next(n for n in res["nodes"] if n["name"] == gpu[5])
+        return res if expected <= got and healthy["allocatable"].get("nvidia.com/gpu") == 8 else None
+
+    res = _wait(diagnosed, 120, 2.0)
+    assert res, f"faults not diagnosed within 120s: {[(f['id'], f['node']) for f in last['res']['diagnosis']]}"
+    by = {(f["id"], f["node"]): f for f in res["diagnosis"]}
+    assert by[("driver-crashloop", gpu[0])]["object"]["name"].startswith("nvidia-driver-daemonset")
+    assert by[("validator-init-stuck", gpu[0])]["object"]["name"].startswith("nvidia-driver-daemonset")
+    conflict = by[("node-not-ready", gpu[1])]
+    assert "host driver and driver container both present" in conflict["cause"]
+    toolkit = by[("validator-init-stuck", gpu[2])]
+    assert toolkit["object"]["name"].startswith("nvidia-container-toolkit-daemonset") and "NotReady" in toolkit["cause"]
+    stuck = by[("validator-init-stuck", gpu[3])]
+    assert stuck["object"]["name"].startswith("nvidia-operator-validator") and "driver-validation" in stuck["cause"]
+    nfd = by[("gpu-resource-missing", gpu[4])]
+    assert "nvidia.com/gpu.deploy.device-plugin=true" in nfd["cause"]
+    assert not [f for f in res["diagnosis"] if f["node"] == gpu[5]], "the healthy node has findings"
+    assert res["cluster_policies"]["objects"][0]["state"] == "notReady" or any(
+        f["id"] == "clusterpolicy-not-ready" for f in res["diagnosis"]
+    )

@@ -21,7 +21,9 @@ VALIDATION_STEPS = ["driver-validation", "toolkit-validation", "cuda-validation"
 
 
 # -- builders ---------------------------------------------------------------------------------------------
-def node(name, labels=None, alloc=None, ready=True, kernel="5.15.0-119-generic", reason=None, message=None):
+def node(
+    name, labels=None, alloc=None, ready=True, kernel="5.15.0-119-generic", reason=None, message=None, conditions=()
+):
     res = {"cpu": "224", "memory": "2063Gi", "pods": "110", **(alloc or {})}
     return {
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
@@ -35,7 +37,8 @@ def node(name, labels=None, alloc=None, ready=True, kernel="5.15.0-119-generic",
                     "status": "True" if ready else "False",
                     "reason": reason or ("KubeletReady" if ready else "KubeletNotReady"),
                     "message": message or ("kubelet is posting ready status" if ready else "container runtime down"),
-                }
+                },
+                *conditions,
             ],
             "nodeInfo": {"kernelVersion": kernel, "kubeletVersion": "v1.34.4"},
         },

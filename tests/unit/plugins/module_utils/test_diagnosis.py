@@ -16,6 +16,7 @@ from test_cluster_status import (
     pod,
     raw,
     ready_pod,
+    running,
     unscheduled,
     validator_stuck,
     view_of,
@@ -339,6 +340,74 @@ CASES = [
         [
             ("driver-crashloop", "error", "Pod", f"{DRIVER}-g1", "g1", "kernel/driver mismatch"),
             ("operand-crashloop", "error", "Pod", f"{DP}-g1", "g1", "the driver is not ready on the node"),
+        ],
+    ),
+]
+
+
+CONFLICT = {"type": "GpuOpsHostDriverConflict", "status": "True", "reason": "HostDriver", "message": "conflict"}
+PRESSURE = {"type": "MemoryPressure", "status": "True", "reason": "KubeletHasInsufficientMemory", "message": "low"}
+TOOLKIT_NOT_READY = pod(
+    f"{TOOLKIT}-g1", TOOLKIT, on="g1", ready=False, containers=[running("nvidia-container-toolkit-ctr", ready=False)]
+)
+CASES += [
+    (
+        "host-driver/from-crash-message-and-condition",
+        cluster(
+            nodes=[gpu_node("g1", gpus=None, conditions=[CONFLICT])],
+            skip=(DRIVER,),
+            extra=[driver_crashloop("g1", message="nvidia driver already loaded on the host")],
+        ),
+        {},
+        [
+            ("gpu-resource-missing", "error", "Pod", f"{DRIVER}-g1", "g1", "conflicts with a driver on the host"),
+            ("node-not-ready", "error", "Node", "g1", "g1", "host driver and driver container both present"),
+        ],
+    ),
+    (
+        "operator-namespace-mismatch",
+        cluster(
+            pods=healthy_pods()[1:],
+            cps=[
+                {
+                    **cluster_policy("cluster-policy", "t"),
+                    "status": {"state": "ready", "namespace": "nvidia-gpu-operator"},
+                }
+            ],
+        ),
+        {},
+        [("operator-namespace-mismatch", "warning", "ClusterPolicy", "cluster-policy", None, "nvidia-gpu-operator")],
+    ),
+    (
+        "node-condition/pressure",
+        cluster(nodes=[gpu_node("g1", conditions=[PRESSURE])]),
+        {},
+        [("node-condition", "warning", "Node", "g1", "g1", "failing condition")],
+    ),
+    (
+        "validator/driver-step-driver-ready",
+        cluster(skip=(VALIDATOR,), extra=[validator_stuck("g1", "driver-validation")]),
+        {},
+        [("validator-init-stuck", "error", "Pod", f"{VALIDATOR}-g1", "g1", "driverInstallDir")],
+    ),
+    (
+        "toolkit-not-ready/plugin-waits",
+        cluster(
+            nodes=[gpu_node("g1", gpus=None)],
+            skip=(TOOLKIT, VALIDATOR, DP),
+            extra=[TOOLKIT_NOT_READY, validator_stuck("g1", "toolkit-validation"), DP_INIT],
+        ),
+        {},
+        [
+            (
+                "gpu-resource-missing",
+                "error",
+                "Pod",
+                f"{TOOLKIT}-g1",
+                "g1",
+                "waits in init container toolkit-validation",
+            ),
+            ("validator-init-stuck", "error", "Pod", f"{TOOLKIT}-g1", "g1", "toolkit pod is NotReady"),
         ],
     ),
 ]

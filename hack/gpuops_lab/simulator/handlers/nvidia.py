@@ -1,0 +1,1176 @@
+"""ClusterPolicyHandler: plays the NVIDIA GPU Operator (v26.7.0) on kwok nodes, reconciling ClusterPolicy
+(nvidia.com/v1, cluster-scoped) the way the upstream operator documents it, with the operand pods made real
+by the DaemonSet controller, the scheduler and kwok.
+
+What it writes (upstream behaviour unless marked *sim*):
+
+- Active ClusterPolicy: the oldest by creationTimestamp, then name (`getSingletonClusterPolicy`). Every
+  other one gets `status.state: ignored` (+ *sim*: condition Ready=False reason `Ignored`; upstream sets
+  the state in memory only).
+- Node labels (`nodelabeling_controller.go`): a node with an NFD label `feature.node.kubernetes.io/
+  pci-10de.present`, `pci-0302_10de.present` or `pci-0300_10de.present` = "true" gets
+  `nvidia.com/gpu.present=true` (set to "false" when those labels go away) and the container-workload
+  deploy labels `nvidia.com/gpu.deploy.{driver,gpu-feature-discovery,container-toolkit,device-plugin,dcgm,
+  dcgm-exporter,node-status-exporter,operator-validator,client}=true`, plus `nvidia.com/gpu.deploy.
+  mig-manager=true` on MIG-capable GPUs (from the node's hardware profile, label
+  `gpuops.io/hardware-profile`, here instead of GFD's `nvidia.com/mig.capable`). As upstream, a deploy
+  label that already has a non-empty value is left alone (so `...deploy.driver=false` keeps the driver off
+  that node), `nvidia.com/gpu.deploy.operands=false` removes them all, and MIG-capable nodes without
+  `nvidia.com/mig.config` get `all-disabled` when `spec.migManager.config.default` is `all-disabled`. The
+  labels are set for every operand whatever the spec enables (upstream does too); only the DaemonSets
+  follow the spec. *sim*: when the ClusterPolicy is deleted (upstream leaves labels behind), labels,
+  resources and the node annotation `sim.gpuops.io/nvidia-gpu-operator` (which records the simulator
+  instance managing the node) are removed again.
+- Operand DaemonSets in the operator namespace, owned by the ClusterPolicy (the garbage collector deletes
+  them with it), upstream names, `app=<name>` labels, nodeSelector `nvidia.com/gpu.deploy.<operand>:
+  "true"`, tolerations `nvidia.com/gpu` NoSchedule + `spec.daemonsets.tolerations` (+ *sim* the kwok
+  taint), `spec.daemonsets.priorityClassName` (default system-node-critical), images from the spec
+  (`repository/image:version`, defaults of chart v26.7.0), upstream init/main container names:
+  nvidia-driver-daemonset (driver.enabled, not useNvidiaDriverCRD), nvidia-container-toolkit-daemonset,
+  nvidia-operator-validator (init driver-, toolkit-, cuda-, plugin-validation), nvidia-device-plugin-
+  daemonset, nvidia-dcgm-exporter, gpu-feature-discovery, nvidia-mig-manager. A DaemonSet of a disabled
+  operand is deleted.
+- Operator namespace: annotation `sim.gpuops.io/operator-namespace` on the ClusterPolicy, else the
+  handler's `operator_namespace`, else (when that is None, the built-in default) the namespace of a
+  Deployment labelled `app.kubernetes.io/component=gpu-operator` (what the chart installs), else
+  `gpu-operator`. It is written to `status.namespace`.
+- Per GPU node, once the operand pods it needs are Running and Ready (driver, toolkit, then the operand):
+  device plugin -> node capacity/allocatable by `spec.mig.strategy` (default single): whole GPUs as
+  `nvidia.com/gpu`; with MIG applied (node label `nvidia.com/mig.config` = `all-<profile>` and the
+  mig-manager pod ready, which then sets `nvidia.com/mig.config.state=success`, or `failed` for an
+  unknown config): single -> `nvidia.com/gpu` = MIG devices, mixed -> `nvidia.com/mig-<profile>` (and
+  `nvidia.com/gpu: 0`); GFD -> labels `nvidia.com/gpu.{product,count,memory,family,replicas,
+  sharing-strategy,compute.major,compute.minor}`, `nvidia.com/mig.{capable,strategy}`,
+  `nvidia.com/mig-<profile>.count` (mixed), `nvidia.com/cuda.driver.{major,minor,rev}` from
+  `spec.driver.version` (or the profile's host driver when the operator does not deploy one). Not ready
+  -> those resources and labels are removed.
+- status: `ready` with Ready=True reason Reconciled when every operand pod on every GPU node is ready;
+  `notReady` with Ready=False, Error=True reason OperandNotReady and message `ClusterPolicy is not ready;
+  states not ready: [state-driver ...]` otherwise. As upstream, no GPU node -> `ready` with reason
+  NoGPUNodes, and no node with any NFD label -> `ready` with reason NFDLabelsMissing. Operator namespace
+  missing -> `notReady`, Error reason ReconcileFailed.
+- *sim* inference: when the operator deploys no driver on a node (driver disabled or its deploy label not
+  "true") and the node's hardware profile has no host driver (`host.nvidia_driver: null`), the validations
+  wait for a driver as upstream's do: pods stay in Init (below), the node gets no GPUs.
+
+Faults (per node, see faults.py):
+
+- `driver-crashloop`: the driver pod goes CrashLoopBackOff (nvidia-driver-ctr); the pods waiting on it
+  stay in Init (toolkit and validator at driver-validation, the others at toolkit-validation); no GPU
+  resources, no GFD labels.
+- `host-driver-conflict`: as driver-crashloop, with the message "nvidia driver already loaded on the
+  host", and node condition `GpuOpsHostDriverConflict=True` (not Ready=False: kwok resets Ready at once,
+  and a NotReady node would be tainted and evicted).
+- `toolkit-not-ready`: the toolkit pod Running but not Ready; the pods waiting on it stay in Init at
+  toolkit-validation; no GPUs.
+- `validator-init-stuck`: the validator pod stuck in Init at driver-validation (at toolkit-validation when
+  the toolkit is what fails); GPUs stay advertised (the device plugin does not wait for the validator);
+  the ClusterPolicy goes notReady.
+- `nfd-labels-missing`: the node's NFD labels are treated as absent: no gpu.present/deploy labels
+  (gpu.present=false if it was set), so no operand pods and no GPUs.
+
+Instances: `ClusterPolicyHandler(instance="x")` handles only ClusterPolicies and Nodes labelled
+`sim.gpuops.io/instance=x` (its DaemonSets select those nodes too); the default instance (None) handles
+only objects without that label, and its DaemonSets avoid labelled nodes. A test runs its own instance
+in-process without the lab's simulator touching its objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..framework import (
+    DAEMONSET,
+    DEPLOYMENT,
+    MANAGED_STATUS_ANNOTATION,
+    NAMESPACE,
+    NODE,
+    POD,
+    ApiError,
+    Cache,
+    Context,
+    Handler,
+    Key,
+    Kind,
+    Obj,
+    rfc3339,
+    running_container_status,
+)
+from .example import is_pod_ready
+
+CLUSTER_POLICY = Kind("nvidia.com/v1", "ClusterPolicy")
+
+INSTANCE_LABEL = "sim.gpuops.io/instance"
+DEFAULT_INSTANCE = "default"
+NODE_OWNER_ANNOTATION = "sim.gpuops.io/nvidia-gpu-operator"
+OPERATOR_NAMESPACE_ANNOTATION = "sim.gpuops.io/operator-namespace"
+DEFAULT_OPERATOR_NAMESPACE = "gpu-operator"
+OPERATOR_DEPLOYMENT_LABEL = ("app.kubernetes.io/component", "gpu-operator")
+PROFILE_LABEL = "gpuops.io/hardware-profile"
+NFD_PREFIX = "feature.node.kubernetes.io/"
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# A name no ClusterPolicy can have: reconciling it cleans nodes up when no ClusterPolicy is left.
+CLEANUP_KEY = Key(None, "~node-cleanup")
+
+FAULT_DRIVER_CRASHLOOP = "driver-crashloop"
+FAULT_VALIDATOR_INIT_STUCK = "validator-init-stuck"
+FAULT_NFD_LABELS_MISSING = "nfd-labels-missing"
+FAULT_HOST_DRIVER_CONFLICT = "host-driver-conflict"
+FAULT_TOOLKIT_NOT_READY = "toolkit-not-ready"
+NVIDIA_FAULTS = frozenset(
+    {
+        FAULT_DRIVER_CRASHLOOP,
+        FAULT_VALIDATOR_INIT_STUCK,
+        FAULT_NFD_LABELS_MISSING,
+        FAULT_HOST_DRIVER_CONFLICT,
+        FAULT_TOOLKIT_NOT_READY,
+    }
+)
+HOST_DRIVER_CONFLICT_CONDITION = "GpuOpsHostDriverConflict"
+HOST_DRIVER_CONFLICT_MESSAGE = "nvidia driver already loaded on the host"
+DRIVER_CRASH_MESSAGE = "Failed to load NVIDIA kernel modules"
+
+GPU_PRESENT = "nvidia.com/gpu.present"
+DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
+OPERANDS_DISABLED = "nvidia.com/gpu.deploy.operands"
+MIG_CONFIG = "nvidia.com/mig.config"
+MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
+MIG_DISABLED = "all-disabled"
+GPU_RESOURCE = "nvidia.com/gpu"
+NFD_GPU_LABELS = (
+    f"{NFD_PREFIX}pci-10de.present",
+    f"{NFD_PREFIX}pci-0302_10de.present",
+    f"{NFD_PREFIX}pci-0300_10de.present",
+)
+# deploy labels of the container workload config (state_manager.go gpuStateLabels) and mig-manager
+CONTAINER_DEPLOY_KEYS = (
+    "driver",
+    "gpu-feature-discovery",
+    "container-toolkit",
+    "device-plugin",
+    "dcgm",
+    "dcgm-exporter",
+    "node-status-exporter",
+    "operator-validator",
+    "client",
+)
+MIG_MANAGER_KEY = "mig-manager"
+ALL_DEPLOY_KEYS = (*CONTAINER_DEPLOY_KEYS, MIG_MANAGER_KEY)
+GFD_LABELS = (
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.count",
+    "nvidia.com/gpu.memory",
+    "nvidia.com/gpu.family",
+    "nvidia.com/gpu.replicas",
+    "nvidia.com/gpu.sharing-strategy",
+    "nvidia.com/gpu.compute.major",
+    "nvidia.com/gpu.compute.minor",
+    "nvidia.com/mig.capable",
+    "nvidia.com/mig.strategy",
+    "nvidia.com/cuda.driver.major",
+    "nvidia.com/cuda.driver.minor",
+    "nvidia.com/cuda.driver.rev",
+)
+
+VALIDATOR_IMAGE = ("nvcr.io/nvidia", "gpu-operator", "v26.7.0")
+DRIVER_MANAGER_IMAGE = ("nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand DaemonSet: deploy label key, upstream DaemonSet and state names, the ClusterPolicy spec
+    section, default image (repository, image, version), container names, init container names."""
+
+    key: str
+    daemonset: str
+    state: str
+    spec_field: str
+    image: tuple[str, str, str]
+    containers: tuple[str, ...]
+    init_containers: tuple[str, ...]
+    default_enabled: bool = True
+
+
+# In upstream state order (state_manager.go addState), which is the order of status messages.
+OPERANDS: tuple[Operand, ...] = (
+    Operand(
+        "driver",
+        "nvidia-driver-daemonset",
+        "state-driver",
+        "driver",
+        ("nvcr.io/nvidia", "driver", "595.91.07"),
+        ("nvidia-driver-ctr",),
+        ("k8s-driver-manager",),
+    ),
+    Operand(
+        "container-toolkit",
+        "nvidia-container-toolkit-daemonset",
+        "state-container-toolkit",
+        "toolkit",
+        ("nvcr.io/nvidia/k8s", "container-toolkit", "v1.20.0"),
+        ("nvidia-container-toolkit-ctr",),
+        ("driver-validation",),
+    ),
+    Operand(
+        "operator-validator",
+        "nvidia-operator-validator",
+        "state-operator-validation",
+        "validator",
+        VALIDATOR_IMAGE,
+        ("nvidia-operator-validator",),
+        ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"),
+    ),
+    Operand(
+        "device-plugin",
+        "nvidia-device-plugin-daemonset",
+        "state-device-plugin",
+        "devicePlugin",
+        ("nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0"),
+        ("nvidia-device-plugin",),
+        ("toolkit-validation",),
+    ),
+    Operand(
+        "dcgm-exporter",
+        "nvidia-dcgm-exporter",
+        "state-dcgm-exporter",
+        "dcgmExporter",
+        ("nvcr.io/nvidia/k8s", "dcgm-exporter", "4.6.0-4.8.3-distroless"),
+        ("nvidia-dcgm-exporter",),
+        ("toolkit-validation",),
+    ),
+    Operand(
+        "gpu-feature-discovery",
+        "gpu-feature-discovery",
+        "gpu-feature-discovery",
+        "gfd",
+        ("nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0"),
+        ("gpu-feature-discovery",),
+        ("toolkit-validation",),
+    ),
+    Operand(
+        "mig-manager",
+        "nvidia-mig-manager",
+        "state-mig-manager",
+        "migManager",
+        ("nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.15.0"),
+        ("nvidia-mig-manager",),
+        ("toolkit-validation",),
+    ),
+)
+OPERAND_BY_KEY = {o.key: o for o in OPERANDS}
+OPERAND_DAEMONSETS = frozenset(o.daemonset for o in OPERANDS)
+# operands with a config-manager sidecar when spec.<section>.config.name is set
+CONFIG_MANAGER_OPERANDS = frozenset({"device-plugin", "gpu-feature-discovery"})
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU facts from hardware profiles
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    family: str
+    compute: tuple[int, int]
+    mig_profiles: tuple[tuple[str, int], ...] = ()  # (profile, instances per GPU) for all-<profile>
+
+
+# PCI device id -> facts GFD reports (NVML), for the GPUs of the hardware profiles and their close kin.
+GPU_MODELS: dict[str, GpuModel] = {
+    "2330": GpuModel(  # H100 SXM5 80GB
+        "hopper",
+        (9, 0),
+        (("1g.10gb", 7), ("1g.20gb", 4), ("2g.20gb", 3), ("3g.40gb", 2), ("4g.40gb", 1), ("7g.80gb", 1)),
+    ),
+    "2331": GpuModel(  # H100 PCIe 80GB
+        "hopper",
+        (9, 0),
+        (("1g.10gb", 7), ("1g.20gb", 4), ("2g.20gb", 3), ("3g.40gb", 2), ("4g.40gb", 1), ("7g.80gb", 1)),
+    ),
+    "20b2": GpuModel(  # A100 SXM4 80GB
+        "ampere",
+        (8, 0),
+        (("1g.10gb", 7), ("1g.20gb", 4), ("2g.20gb", 3), ("3g.40gb", 2), ("4g.40gb", 1), ("7g.80gb", 1)),
+    ),
+    "20b0": GpuModel(  # A100 SXM4 40GB
+        "ampere",
+        (8, 0),
+        (("1g.5gb", 7), ("1g.10gb", 4), ("2g.10gb", 3), ("3g.20gb", 2), ("4g.20gb", 1), ("7g.40gb", 1)),
+    ),
+    "26b9": GpuModel("ada-lovelace", (8, 9)),  # L40S
+    "26b5": GpuModel("ada-lovelace", (8, 9)),  # L40
+}
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """The NVIDIA GPUs of a node, as GFD and the device plugin would see them."""
+
+    count: int
+    product: str
+    memory_mib: int
+    device_id: str
+    host_driver: str | None
+    model: GpuModel | None
+
+    @property
+    def mig_capable(self) -> bool:
+        return bool(self.model and self.model.mig_profiles)
+
+    def mig_instances(self, profile: str) -> int | None:
+        for name, n in self.model.mig_profiles if self.model else ():
+            if name == profile:
+                return n
+        return None
+
+
+def gpu_info(profile: Mapping[str, Any] | None) -> GpuInfo | None:
+    """The first NVIDIA GPU group of a hardware profile (tests/fixtures/hardware), or None."""
+    if not profile:
+        return None
+    host = profile.get("host") or {}
+    for dev in host.get("pci") or ():
+        if dev.get("role") == "gpu" and str(dev.get("vendor")).lower() == "10de":
+            device = str(dev.get("device", "")).lower()
+            return GpuInfo(
+                count=int(dev.get("count") or 0),
+                product=product_label(str(dev.get("model") or "NVIDIA GPU")),
+                memory_mib=int(dev.get("memory_mib") or 0),
+                device_id=device,
+                host_driver=host.get("nvidia_driver") or None,
+                model=GPU_MODELS.get(device),
+            )
+    return None
+
+
+def product_label(model: str) -> str:
+    """`NVIDIA H100 80GB HBM3` -> `NVIDIA-H100-80GB-HBM3` (GFD replaces spaces with dashes)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", model.strip())[:63].strip("-_.")
+
+
+def driver_version_labels(version: str | None) -> dict[str, str]:
+    """`595.91.07` -> cuda.driver.{major,minor,rev}; {} when unparsable or missing."""
+    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    if not m:
+        return {}
+    return {
+        "nvidia.com/cuda.driver.major": m.group(1),
+        "nvidia.com/cuda.driver.minor": m.group(2),
+        "nvidia.com/cuda.driver.rev": m.group(3) or "",
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Small helpers shared with the AMD handler
+# --------------------------------------------------------------------------------------------------
+
+
+def labels_of(obj: Mapping[str, Any] | None) -> dict[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+
+
+def annotations_of(obj: Mapping[str, Any] | None) -> dict[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("annotations") or {})
+
+
+def instance_of(obj: Mapping[str, Any] | None) -> str:
+    return labels_of(obj).get(INSTANCE_LABEL) or DEFAULT_INSTANCE
+
+
+def in_scope(obj: Mapping[str, Any] | None, instance: str) -> bool:
+    return instance_of(obj) == instance
+
+
+def oldest(objs: Iterable[Obj]) -> Obj | None:
+    """The oldest object by creationTimestamp, then name (upstream getSingletonClusterPolicy)."""
+    items = list(objs)
+    if not items:
+        return None
+    return min(items, key=lambda o: (o["metadata"].get("creationTimestamp") or "", o["metadata"]["name"]))
+
+
+def spec_enabled(section: Mapping[str, Any] | None, default: bool = True, field: str = "enabled") -> bool:
+    value = (section or {}).get(field)
+    return default if value is None else bool(value)
+
+
+def image_path(section: Mapping[str, Any] | None, default: tuple[str, str, str]) -> str:
+    """repository/image:version (upstream imagePath): a lone image is a full reference; a version
+    starting with sha256: is a digest."""
+    section = section or {}
+    repo, image, version = section.get("repository"), section.get("image"), section.get("version")
+    if not repo and not version and image:
+        return str(image)
+    repo, image, version = repo or default[0], image or default[1], version or default[2]
+    sep = "@" if str(version).startswith("sha256:") else ":"
+    return f"{repo}/{image}{sep}{version}"
+
+
+def merge_tolerations(*groups: Iterable[Mapping[str, Any]]) -> list[Obj]:
+    out: list[Obj] = []
+    seen: set[tuple[Any, ...]] = set()
+    for group in groups:
+        for tol in group or ():
+            ident = tuple(tol.get(k) for k in ("key", "operator", "value", "effect"))
+            if ident not in seen:
+                seen.add(ident)
+                out.append(dict(tol))
+    return out
+
+
+def build_conditions(
+    existing: Sequence[Mapping[str, Any]] | None, wanted: Sequence[Mapping[str, Any]], now: str
+) -> list[Obj]:
+    """metav1.Conditions with lastTransitionTime kept when the status did not change; message always
+    present (the CRDs require it)."""
+    current = {c.get("type"): c for c in existing or ()}
+    out = []
+    for cond in wanted:
+        c = {"message": "", **cond}
+        cur = current.get(c["type"])
+        if cur is not None and cur.get("status") == c["status"] and cur.get("lastTransitionTime"):
+            c["lastTransitionTime"] = cur["lastTransitionTime"]
+        else:
+            c["lastTransitionTime"] = now
+        out.append(c)
+    return out
+
+
+def pod_owner_name(pod: Mapping[str, Any], kind: str = "DaemonSet") -> tuple[str, str] | None:
+    """(name, uid) of the pod's controller of `kind`."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("kind") == kind:
+            return ref.get("name", ""), ref.get("uid", "")
+    return None
+
+
+def pods_by_node_and_owner(pods: Iterable[Obj], owners: Mapping[str, str]) -> dict[tuple[str, str], Obj]:
+    """{(node, owner name): pod} for pods (not being deleted) owned by DaemonSets `owners` (name -> uid)."""
+    out: dict[tuple[str, str], Obj] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        node = (pod.get("spec") or {}).get("nodeName")
+        ref = pod_owner_name(pod)
+        if not node or ref is None or meta.get("deletionTimestamp"):
+            continue
+        name, uid = ref
+        if name in owners and owners[name] in (uid, ""):
+            prev = out.get((node, name))
+            # prefer the newest pod when the DaemonSet controller is replacing one
+            if prev is None or (meta.get("creationTimestamp") or "") >= (
+                (prev.get("metadata") or {}).get("creationTimestamp") or ""
+            ):
+                out[(node, name)] = pod
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Pure decisions
+# --------------------------------------------------------------------------------------------------
+
+
+def has_gpu_pci_labels(labels: Mapping[str, str]) -> bool:
+    return any(labels.get(k) == "true" for k in NFD_GPU_LABELS)
+
+
+def has_nfd_labels(labels: Mapping[str, str]) -> bool:
+    return any(k.startswith(NFD_PREFIX) for k in labels)
+
+
+def effective_labels(labels: Mapping[str, str], faults: Iterable[str]) -> dict[str, str]:
+    """The node labels as the operator sees them: fault nfd-labels-missing hides the NFD labels."""
+    if FAULT_NFD_LABELS_MISSING in faults:
+        return {k: v for k, v in labels.items() if not k.startswith(NFD_PREFIX)}
+    return dict(labels)
+
+
+def mig_config_default(spec: Mapping[str, Any]) -> str:
+    return str(((spec.get("migManager") or {}).get("config") or {}).get("default") or "")
+
+
+def operator_labels(
+    labels: Mapping[str, str], spec: Mapping[str, Any], gpu: GpuInfo | None, faults: Iterable[str] = ()
+) -> dict[str, str | None]:
+    """Label changes the operator's node labelling makes (value None removes): gpu.present, the deploy
+    labels, the default MIG config."""
+    eff = effective_labels(labels, faults)
+    want = dict(labels)
+    if has_gpu_pci_labels(eff):
+        want[GPU_PRESENT] = "true"
+    elif want.get(GPU_PRESENT) == "true":
+        want[GPU_PRESENT] = "false"
+    if want.get(GPU_PRESENT) != "true" or want.get(OPERANDS_DISABLED) == "false":
+        for key in ALL_DEPLOY_KEYS:
+            want.pop(DEPLOY_PREFIX + key, None)
+    else:
+        for key in CONTAINER_DEPLOY_KEYS:
+            if not want.get(DEPLOY_PREFIX + key):
+                want[DEPLOY_PREFIX + key] = "true"
+        mig_capable = bool(gpu and gpu.mig_capable)
+        if mig_capable and not want.get(DEPLOY_PREFIX + MIG_MANAGER_KEY):
+            want[DEPLOY_PREFIX + MIG_MANAGER_KEY] = "true"
+        if (
+            mig_capable
+            and spec_enabled(spec.get("migManager"))
+            and MIG_CONFIG not in want
+            and mig_config_default(spec) == MIG_DISABLED
+        ):
+            want[MIG_CONFIG] = MIG_DISABLED
+    return diff_labels(labels, want)
+
+
+def diff_labels(have: Mapping[str, str], want: Mapping[str, str]) -> dict[str, str | None]:
+    changes: dict[str, str | None] = {k: v for k, v in want.items() if have.get(k) != v}
+    changes.update({k: None for k in have if k not in want})
+    return changes
+
+
+def enabled_operands(spec: Mapping[str, Any]) -> list[Operand]:
+    """The operands whose DaemonSet the ClusterPolicy asks for (IsEnabled defaults: enabled when unset)."""
+    out = []
+    for op in OPERANDS:
+        section = spec.get(op.spec_field) or {}
+        if op.key == "operator-validator":
+            out.append(op)
+        elif op.key == "driver":
+            if spec_enabled(section) and not section.get("useNvidiaDriverCRD"):
+                out.append(op)
+        elif spec_enabled(section, op.default_enabled):
+            out.append(op)
+    return out
+
+
+def daemonset_manifest(op: Operand, cp: Mapping[str, Any], namespace: str, instance: str) -> Obj:
+    """The operand DaemonSet as the operator renders it (assets/state-*/…_daemonset.yaml, trimmed to
+    what scheduling and tests see)."""
+    spec = cp.get("spec") or {}
+    section = spec.get(op.spec_field) or {}
+    ds_cfg = spec.get("daemonsets") or {}
+    image = image_path(section, op.image)
+    validator_image = image_path(spec.get("validator"), VALIDATOR_IMAGE)
+    pull = section.get("imagePullPolicy") or "IfNotPresent"
+    inits = []
+    for name in op.init_containers:
+        if name == "k8s-driver-manager":
+            img = image_path(section.get("manager"), DRIVER_MANAGER_IMAGE)
+        elif name.endswith("-validation"):
+            img = validator_image
+        else:
+            img = image
+        inits.append({"name": name, "image": img, "imagePullPolicy": pull})
+    containers = [{"name": c, "image": image, "imagePullPolicy": pull} for c in op.containers]
+    if op.key in CONFIG_MANAGER_OPERANDS and ((section.get("config") or {}).get("name")):
+        inits.append({"name": "config-manager-init", "image": image, "imagePullPolicy": pull})
+        containers.append({"name": "config-manager", "image": image, "imagePullPolicy": pull})
+    node_selector = {DEPLOY_PREFIX + op.key: "true"}
+    pod_spec: Obj = {
+        "nodeSelector": node_selector,
+        "tolerations": merge_tolerations([GPU_TOLERATION], ds_cfg.get("tolerations") or (), [KWOK_TOLERATION]),
+        "priorityClassName": ds_cfg.get("priorityClassName") or "system-node-critical",
+        "initContainers": inits,
+        "containers": containers,
+    }
+    if instance != DEFAULT_INSTANCE:
+        node_selector[INSTANCE_LABEL] = instance
+    else:
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": INSTANCE_LABEL, "operator": "DoesNotExist"}]}]
+                }
+            }
+        }
+    strategy: Obj = {"type": ds_cfg.get("updateStrategy") or "RollingUpdate"}
+    if strategy["type"] == "RollingUpdate":
+        max_unavailable = str((ds_cfg.get("rollingUpdate") or {}).get("maxUnavailable") or "1")
+        strategy["rollingUpdate"] = {
+            "maxUnavailable": int(max_unavailable) if max_unavailable.isdigit() else max_unavailable
+        }
+    template_meta: Obj = {"labels": {**(ds_cfg.get("labels") or {}), "app": op.daemonset}}
+    if ds_cfg.get("annotations"):
+        template_meta["annotations"] = dict(ds_cfg["annotations"])
+    labels = {"app": op.daemonset}
+    if instance != DEFAULT_INSTANCE:
+        labels[INSTANCE_LABEL] = instance
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": op.daemonset, "namespace": namespace, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app": op.daemonset}},
+            "updateStrategy": strategy,
+            "template": {"metadata": template_meta, "spec": pod_spec},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class PodPlan:
+    """What a fault makes of an operand pod: ok, crashloop (container, message), init (stuck at init
+    container) or notready (container Running, not Ready)."""
+
+    kind: str = "ok"
+    container: str = ""
+    message: str = ""
+
+
+OK = PodPlan()
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    driver_down: bool
+    toolkit_down: bool
+    plans: dict[str, PodPlan]
+    reasons: tuple[str, ...]
+
+
+def node_health(
+    operands: Iterable[str], faults: Iterable[str], host_driver: bool, host_driver_known: bool = True
+) -> NodeHealth:
+    """Per-operand pod plans on a node that runs `operands` (deploy keys) under `faults`."""
+    ops = set(operands)
+    faults = frozenset(faults)
+    reasons: list[str] = []
+    driver_fault = "driver" in ops and bool(faults & {FAULT_DRIVER_CRASHLOOP, FAULT_HOST_DRIVER_CONFLICT})
+    no_driver = "driver" not in ops and host_driver_known and not host_driver
+    if driver_fault:
+        reasons.append("driver pod failing")
+    if no_driver:
+        reasons.append("no driver: the operator deploys none here and the host has none loaded")
+    driver_down = driver_fault or no_driver
+    toolkit_down = "container-toolkit" in ops and FAULT_TOOLKIT_NOT_READY in faults
+    if toolkit_down:
+        reasons.append("container toolkit not ready")
+    plans: dict[str, PodPlan] = {}
+    for key in ops:
+        plan = OK
+        if key == "driver" and driver_fault:
+            message = HOST_DRIVER_CONFLICT_MESSAGE if FAULT_HOST_DRIVER_CONFLICT in faults else DRIVER_CRASH_MESSAGE
+            plan = PodPlan("crashloop", "nvidia-driver-ctr", message)
+        elif key == "container-toolkit":
+            if driver_down:
+                plan = PodPlan("init", "driver-validation")
+            elif toolkit_down:
+                plan = PodPlan("notready", "nvidia-container-toolkit-ctr", "toolkit is not ready")
+        elif key == "operator-validator":
+            if driver_down:
+                plan = PodPlan("init", "driver-validation")
+            elif toolkit_down:
+                plan = PodPlan("init", "toolkit-validation")
+            elif FAULT_VALIDATOR_INIT_STUCK in faults:
+                plan = PodPlan("init", "driver-validation")
+        elif key != "driver" and (driver_down or toolkit_down):
+            plan = PodPlan("init", "toolkit-validation")
+        plans[key] = plan
+    if FAULT_VALIDATOR_INIT_STUCK in faults and "operator-validator" in ops:
+        reasons.append("validator stuck in Init")
+    return NodeHealth(driver_down, toolkit_down, plans, tuple(reasons))
+
+
+def mig_state(gpu: GpuInfo | None, config: str | None) -> tuple[str | None, str | None, int]:
+    """(mig.config.state, applied MIG profile or None, instances per GPU) for a node's MIG config label,
+    as mig-manager applies it: all-disabled -> success, no MIG; all-<profile> known for the GPU ->
+    success; anything else -> failed."""
+    if not config or gpu is None or not gpu.mig_capable:
+        return None, None, 0
+    if config == MIG_DISABLED:
+        return "success", None, 0
+    if config.startswith("all-"):
+        n = gpu.mig_instances(config[4:])
+        if n:
+            return "success", config[4:], n
+    return "failed", None, 0
+
+
+def node_resources(gpu: GpuInfo, strategy: str, mig_profile: str | None, per_gpu: int) -> dict[str, int]:
+    """Extended resources the device plugin advertises (migStrategy none|single|mixed)."""
+    if not mig_profile or strategy == "none":
+        return {GPU_RESOURCE: gpu.count}
+    if strategy == "mixed":
+        return {GPU_RESOURCE: 0, f"nvidia.com/mig-{mig_profile}": gpu.count * per_gpu}
+    return {GPU_RESOURCE: gpu.count * per_gpu}
+
+
+def gfd_labels(
+    gpu: GpuInfo, strategy: str, mig_profile: str | None, per_gpu: int, driver_version: str | None
+) -> dict[str, str]:
+    """Labels GPU Feature Discovery publishes for the node."""
+    labels = {
+        "nvidia.com/gpu.product": gpu.product,
+        "nvidia.com/gpu.count": str(gpu.count),
+        "nvidia.com/gpu.memory": str(gpu.memory_mib),
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/mig.capable": "true" if gpu.mig_capable else "false",
+        "nvidia.com/mig.strategy": strategy,
+    }
+    if gpu.model:
+        labels["nvidia.com/gpu.family"] = gpu.model.family
+        labels["nvidia.com/gpu.compute.major"] = str(gpu.model.compute[0])
+        labels["nvidia.com/gpu.compute.minor"] = str(gpu.model.compute[1])
+    if mig_profile and strategy == "single":
+        labels["nvidia.com/gpu.product"] = f"{gpu.product}-MIG-{mig_profile}"[:63]
+        labels["nvidia.com/gpu.count"] = str(gpu.count * per_gpu)
+        del labels["nvidia.com/gpu.memory"]
+    elif mig_profile and strategy == "mixed":
+        labels[f"nvidia.com/mig-{mig_profile}.count"] = str(gpu.count * per_gpu)
+    labels.update(driver_version_labels(driver_version))
+    return labels
+
+
+def is_gfd_label(key: str) -> bool:
+    return key in GFD_LABELS or (key.startswith("nvidia.com/mig-") and key.endswith(".count"))
+
+
+def policy_status(
+    not_ready_states: Sequence[str],
+    gpu_nodes: int,
+    cluster_has_nfd: bool,
+) -> tuple[str, list[dict[str, str]]]:
+    """(state, conditions without times) of the active ClusterPolicy (clusterpolicy_controller.go)."""
+    if not_ready_states:
+        message = f"ClusterPolicy is not ready; states not ready: [{' '.join(not_ready_states)}]"
+        return "notReady", [
+            {"type": "Ready", "status": "False", "reason": "Error", "message": ""},
+            {"type": "Error", "status": "True", "reason": "OperandNotReady", "message": message},
+        ]
+    if not cluster_has_nfd:
+        reason, message = "NFDLabelsMissing", "No NFD labels found"
+    elif gpu_nodes == 0:
+        reason, message = "NoGPUNodes", "No GPU node found, watching for new nodes to join the cluster."
+    else:
+        reason, message = "Reconciled", "ClusterPolicy is ready as all resources have been successfully reconciled"
+    return "ready", [
+        {"type": "Ready", "status": "True", "reason": reason, "message": message},
+        {"type": "Error", "status": "False", "reason": "Ready", "message": ""},
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Pod status writes for plans
+# --------------------------------------------------------------------------------------------------
+
+
+def apply_pod_plan(ctx: Context, pod: Obj, plan: PodPlan) -> Obj:
+    """Make the pod show `plan` (or release a simulated failure when the plan is ok)."""
+    if plan.kind == "crashloop":
+        return ctx.set_pod_crashloop(pod, [plan.container], message=plan.message)
+    if plan.kind == "init":
+        inits = {c["name"] for c in (pod.get("spec") or {}).get("initContainers") or ()}
+        if plan.container not in inits:
+            return pod
+        return ctx.set_pod_stuck_init(pod, plan.container)
+    if plan.kind == "notready":
+        now = ctx.now()
+        current = {c.get("name"): c for c in (pod.get("status") or {}).get("containerStatuses") or ()}
+        statuses = []
+        for c in (pod.get("spec") or {}).get("containers") or ():
+            cur = current.get(c["name"]) or {}
+            st = running_container_status(c, int(cur.get("restartCount") or 0), now)
+            started = ((cur.get("state") or {}).get("running") or {}).get("startedAt")
+            if started:
+                st["state"] = {"running": {"startedAt": started}}
+            if c["name"] == plan.container:
+                st["ready"] = False
+            statuses.append(st)
+        msg = f"containers with unready status: [{plan.container}]"
+        return ctx.set_pod_status(
+            pod,
+            phase="Running",
+            container_statuses=statuses,
+            conditions=[
+                {"type": "Initialized", "status": "True"},
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": msg},
+                {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady", "message": msg},
+                {"type": "PodScheduled", "status": "True"},
+            ],
+        )
+    if MANAGED_STATUS_ANNOTATION in annotations_of(pod):
+        return ctx.release_pod_status(pod)
+    return pod
+
+
+# --------------------------------------------------------------------------------------------------
+# The handler
+# --------------------------------------------------------------------------------------------------
+
+
+def load_profile(name: str) -> dict[str, Any] | None:
+    """A hardware profile by name, None when unknown (the node then has no known GPUs)."""
+    from ...errors import LabError
+    from ...profiles import load
+
+    try:
+        return load(name)
+    except (LabError, OSError, ValueError):
+        return None
+
+
+class ClusterPolicyHandler(Handler):
+    """The NVIDIA GPU Operator's ClusterPolicy controller (see the module docstring)."""
+
+    name = "ClusterPolicy"
+    primary = CLUSTER_POLICY
+    known_faults = NVIDIA_FAULTS
+    watches: Sequence[Kind] = (NODE, POD, DAEMONSET, DEPLOYMENT)
+
+    def __init__(self, instance: str | None = None, operator_namespace: str | None = None) -> None:
+        self.instance = instance or DEFAULT_INSTANCE
+        self.operator_namespace = operator_namespace
+        if self.instance != DEFAULT_INSTANCE:
+            self.name = f"ClusterPolicy[{self.instance}]"
+        self._profiles: dict[str, dict[str, Any] | None] = {}
+        self._warned: set[str] = set()
+
+    # -- scope -------------------------------------------------------------------------------------
+    def _policies(self, cache: Cache) -> list[Obj]:
+        return [cp for cp in cache.list(CLUSTER_POLICY) if in_scope(cp, self.instance)]
+
+    def _active_key(self, cache: Cache) -> Key | None:
+        active = oldest(self._policies(cache))
+        return Key.of(active) if active is not None else None
+
+    def _owns_node(self, node: Mapping[str, Any]) -> bool:
+        return annotations_of(node).get(NODE_OWNER_ANNOTATION) == self.instance
+
+    def map_to_primary(self, obj: Obj, cache: Cache) -> Iterable[Key]:
+        kind = obj.get("kind")
+        if kind == "Pod":
+            ref = pod_owner_name(obj)
+            if ref is None or ref[0] not in OPERAND_DAEMONSETS:
+                return []
+        elif kind == "DaemonSet":
+            if (obj.get("metadata") or {}).get("name") not in OPERAND_DAEMONSETS:
+                return []
+        elif kind == "Deployment":
+            key, value = OPERATOR_DEPLOYMENT_LABEL
+            if self.operator_namespace is not None or labels_of(obj).get(key) != value:
+                return []
+        elif kind == "Node":
+            if not in_scope(obj, self.instance) and not self._owns_node(obj):
+                return []
+        else:
+            return []
+        active = self._active_key(cache)
+        if active is not None:
+            return [active]
+        if kind == "Node" and self._owns_node(obj):
+            return [CLEANUP_KEY]
+        return []
+
+    def keys_for_fault_change(self, nodes: frozenset[str] | None, cache: Cache) -> Iterable[Key] | None:
+        active = self._active_key(cache)
+        return [active] if active is not None else []
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _profile(self, node: Mapping[str, Any]) -> dict[str, Any] | None:
+        name = labels_of(node).get(PROFILE_LABEL)
+        if not name:
+            return None
+        if name not in self._profiles:
+            self._profiles[name] = load_profile(name)
+        return self._profiles[name]
+
+    def _warn_once(self, ctx: Context, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            ctx.log(message, level=logging.WARNING)
+
+    def _namespace(self, ctx: Context, cp: Mapping[str, Any]) -> str:
+        override = annotations_of(cp).get(OPERATOR_NAMESPACE_ANNOTATION)
+        if override:
+            return override
+        if self.operator_namespace:
+            return self.operator_namespace
+        key, value = OPERATOR_DEPLOYMENT_LABEL
+        deployments = ctx.list(DEPLOYMENT, labels={key: value})
+        if deployments:
+            return str(deployments[0]["metadata"]["namespace"])
+        return DEFAULT_OPERATOR_NAMESPACE
+
+    def _write_status(self, ctx: Context, cp: Obj, state: str, namespace: str, conditions: list[dict]) -> None:
+        existing = (cp.get("status") or {}).get("conditions")
+        ctx.patch_status(
+            cp,
+            {
+                "state": state,
+                "namespace": namespace,
+                "conditions": build_conditions(existing, conditions, rfc3339(ctx.now())),
+            },
+        )
+
+    def _cleanup_node(self, ctx: Context, node: Obj) -> None:
+        """Remove everything this instance put on the node (labels, resources, condition, marker)."""
+        labels = labels_of(node)
+        remove: dict[str, str | None] = {}
+        for key, value in labels.items():
+            if key == GPU_PRESENT or is_gfd_label(key) or key == MIG_CONFIG_STATE:
+                remove[key] = None
+            elif key.startswith(DEPLOY_PREFIX) and key != OPERANDS_DISABLED and value == "true":
+                remove[key] = None
+            elif key == MIG_CONFIG and value == MIG_DISABLED:
+                remove[key] = None
+        status = node.get("status") or {}
+        resources = {
+            r: None
+            for f in ("capacity", "allocatable")
+            for r in (status.get(f) or {})
+            if r == GPU_RESOURCE or r.startswith("nvidia.com/mig-")
+        }
+        if resources:
+            node = ctx.patch_node_status(node, capacity=resources, allocatable=resources)
+        if any(c.get("type") == HOST_DRIVER_CONFLICT_CONDITION for c in status.get("conditions") or ()):
+            node = ctx.patch_node_status(
+                node, conditions=[{"type": HOST_DRIVER_CONFLICT_CONDITION, "status": "False", "reason": "Cleared"}]
+            )
+        ctx.patch_metadata(node, labels=remove, annotations={NODE_OWNER_ANNOTATION: None})
+
+    def _cleanup_all(self, ctx: Context) -> None:
+        for node in ctx.list(NODE):
+            if self._owns_node(node):
+                self._cleanup_node(ctx, node)
+
+    # -- reconcile ---------------------------------------------------------------------------------
+    def reconcile(self, ctx: Context, key: Key) -> float | None:
+        cp = ctx.primary
+        if cp is not None and not in_scope(cp, self.instance):
+            cp = None
+        active = oldest(self._policies(ctx.cache))
+        if cp is None:
+            if active is not None:
+                ctx.sim.enqueue(self, Key.of(active))
+            else:
+                self._cleanup_all(ctx)
+            return None
+        if active is not None and Key.of(active) != key:
+            ns = self._namespace(ctx, active)
+            self._write_status(
+                ctx,
+                cp,
+                "ignored",
+                ns,
+                [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "Ignored",
+                        "message": f"ClusterPolicy {active['metadata']['name']} is the active one (the oldest); "
+                        "this one is ignored",
+                    }
+                ],
+            )
+            return None
+        return self._reconcile_active(ctx, cp)
+
+    def _reconcile_active(self, ctx: Context, cp: Obj) -> float | None:
+        spec = cp.get("spec") or {}
+        namespace = self._namespace(ctx, cp)
+        if ctx.get(NAMESPACE, namespace) is None:
+            self._write_status(
+                ctx,
+                cp,
+                "notReady",
+                namespace,
+                [
+                    {"type": "Ready", "status": "False", "reason": "Error", "message": ""},
+                    {
+                        "type": "Error",
+                        "status": "True",
+                        "reason": "ReconcileFailed",
+                        "message": f"operator namespace {namespace} not found",
+                    },
+                ],
+            )
+            return 10.0
+        cp_uid = cp["metadata"].get("uid", "")
+
+        # 1. node labelling
+        nodes: list[Obj] = []
+        cluster_has_nfd = False
+        for node in ctx.list(NODE):
+            if not in_scope(node, self.instance):
+                if self._owns_node(node):
+                    self._cleanup_node(ctx, node)
+                continue
+            owner = annotations_of(node).get(NODE_OWNER_ANNOTATION)
+            if owner and owner != self.instance:
+                self._warn_once(
+                    ctx, f"node {node['metadata']['name']} is still managed by simulator instance {owner}; waiting"
+                )
+                continue
+            faults = ctx.faults_for(node)
+            labels = labels_of(node)
+            cluster_has_nfd = cluster_has_nfd or has_nfd_labels(effective_labels(labels, faults))
+            gpu = gpu_info(self._profile(node))
+            changes = operator_labels(labels, spec, gpu, faults)
+            marker = (
+                {NODE_OWNER_ANNOTATION: self.instance} if not owner and (changes or GPU_PRESENT in labels) else None
+            )
+            if changes or marker:
+                node = ctx.patch_metadata(node, labels=changes, annotations=marker)
+            nodes.append(node)
+
+        # 2. operand DaemonSets
+        wanted = enabled_operands(spec)
+        wanted_names = {op.daemonset for op in wanted}
+        requeue: float | None = None
+        for ds in ctx.list(DAEMONSET):
+            refs = (ds.get("metadata") or {}).get("ownerReferences") or ()
+            if any(r.get("uid") == cp_uid for r in refs) and (
+                ds["metadata"]["name"] not in wanted_names or ds["metadata"]["namespace"] != namespace
+            ):
+                ctx.delete_object(ds)
+        owners: dict[str, str] = {}
+        failed: list[str] = []
+        for op in wanted:
+            existing = ctx.get(DAEMONSET, op.daemonset, namespace)
+            if existing is not None:
+                controller = next(
+                    (r for r in existing["metadata"].get("ownerReferences") or () if r.get("controller")), None
+                )
+                if controller is not None and controller.get("uid") != cp_uid:
+                    # left by a deleted ClusterPolicy (garbage collection pending) or someone else's: replace
+                    ctx.delete_object(existing)
+                    requeue = 1.0
+                    continue
+            try:
+                ds = ctx.apply_object(daemonset_manifest(op, cp, namespace, self.instance), owner=cp)
+            except ApiError as exc:
+                if exc.status not in (400, 422):
+                    raise
+                # the spec renders an invalid DaemonSet: upstream reports ReconcileFailed
+                failed.append(f"Failed to reconcile {op.state}: {exc.message or exc}")
+                continue
+            owners[op.daemonset] = ds["metadata"].get("uid", "")
+
+        # 3. per node: pods, faults, resources, GFD labels
+        pods = pods_by_node_and_owner(ctx.list(POD, namespace=namespace), owners)
+        strategy = str((spec.get("mig") or {}).get("strategy") or "single")
+        driver_spec = spec.get("driver") or {}
+        not_ready: set[str] = set()
+        gpu_nodes = 0
+        for node in nodes:
+            name = node["metadata"]["name"]
+            labels = labels_of(node)
+            faults = ctx.faults_for(node)
+            if labels.get(GPU_PRESENT) != "true":
+                self._clear_node_gpu_state(ctx, node, faults)
+                continue
+            gpu_nodes += 1
+            gpu = gpu_info(self._profile(node))
+            if gpu is None:
+                self._warn_once(ctx, f"node {name}: no NVIDIA GPU in its hardware profile; advertising none")
+            on_node = [op for op in wanted if op.daemonset in owners and labels.get(DEPLOY_PREFIX + op.key) == "true"]
+            keys = {op.key for op in on_node}
+            health = node_health(
+                keys, faults, host_driver=bool(gpu and gpu.host_driver), host_driver_known=gpu is not None
+            )
+            ready: dict[str, bool] = {}
+            for op in on_node:
+                pod = pods.get((name, op.daemonset))
+                plan = health.plans.get(op.key, OK)
+                if pod is not None:
+                    pod = apply_pod_plan(ctx, pod, plan)
+                    if plan.kind == "crashloop":
+                        requeue = min(requeue or 10.0, 10.0)
+                ready[op.key] = pod is not None and plan.kind == "ok" and is_pod_ready(pod)
+                if not ready[op.key]:
+                    not_ready.add(op.key)
+            # an operand serves once its pod and the stack below it (driver, toolkit) are ready
+            stack_ok = not health.driver_down and not health.toolkit_down
+            stack_ok = stack_ok and all(ready.get(k, True) for k in ("driver", "container-toolkit"))
+            serving = {
+                k: stack_ok and ready.get(k, False) for k in ("mig-manager", "device-plugin", "gpu-feature-discovery")
+            }
+
+            # MIG (mig-manager applies nvidia.com/mig.config)
+            mig_label, mig_profile, per_gpu = (
+                mig_state(gpu, labels.get(MIG_CONFIG)) if serving["mig-manager"] else (None, None, 0)
+            )
+            label_changes: dict[str, str | None] = {}
+            if mig_label is not None:
+                label_changes[MIG_CONFIG_STATE] = mig_label
+            # device plugin
+            resources: dict[str, str | int | None] = {}
+            if gpu is not None and serving["device-plugin"]:
+                resources.update(node_resources(gpu, strategy, mig_profile, per_gpu))
+            # GFD
+            want_gfd: dict[str, str] = {}
+            if gpu is not None and serving["gpu-feature-discovery"]:
+                version = driver_spec.get("version") or OPERAND_BY_KEY["driver"].image[2]
+                if "driver" not in keys:
+                    version = gpu.host_driver
+                want_gfd = gfd_labels(gpu, strategy, mig_profile, per_gpu, version)
+            for k in labels:
+                if is_gfd_label(k) and k not in want_gfd:
+                    label_changes[k] = None
+            label_changes.update({k: v for k, v in want_gfd.items() if labels.get(k) != v})
+            if label_changes:
+                node = ctx.patch_metadata(node, labels=label_changes)
+            self._set_resources(ctx, node, resources)
+            self._set_conflict_condition(ctx, node, FAULT_HOST_DRIVER_CONFLICT in faults and "driver" in keys)
+
+        # 4. status
+        states = [op.state for op in OPERANDS if op.key in not_ready]
+        state, conditions = policy_status(states, gpu_nodes, cluster_has_nfd)
+        if failed:
+            state, conditions = (
+                "notReady",
+                [
+                    {"type": "Ready", "status": "False", "reason": "Error", "message": ""},
+                    {"type": "Error", "status": "True", "reason": "ReconcileFailed", "message": "; ".join(failed)},
+                ],
+            )
+            requeue = min(requeue or 30.0, 30.0)
+        self._write_status(ctx, cp, state, namespace, conditions)
+        return requeue
+
+    def _set_resources(self, ctx: Context, node: Obj, resources: Mapping[str, str | int | None]) -> Obj:
+        status = node.get("status") or {}
+        changes: dict[str, str | int | None] = dict(resources)
+        for field in ("capacity", "allocatable"):
+            for r in status.get(field) or {}:
+                if (r == GPU_RESOURCE or r.startswith("nvidia.com/mig-")) and r not in resources:
+                    changes[r] = None
+        if not changes:
+            return node
+        return ctx.patch_node_status(node, capacity=changes, allocatable=changes)
+
+    def _set_conflict_condition(self, ctx: Context, node: Obj, conflict: bool) -> Obj:
+        conds = (node.get("status") or {}).get("conditions") or ()
+        present = any(c.get("type") == HOST_DRIVER_CONFLICT_CONDITION for c in conds)
+        if conflict:
+            cond = {
+                "type": HOST_DRIVER_CONFLICT_CONDITION,
+                "status": "True",
+                "reason": "HostDriverLoaded",
+                "message": HOST_DRIVER_CONFLICT_MESSAGE,
+            }
+        elif present:
+            cond = {"type": HOST_DRIVER_CONFLICT_CONDITION, "status": "False", "reason": "NoConflict", "message": ""}
+        else:
+            return node
+        return ctx.patch_node_status(node, conditions=[cond])
+
+    def _clear_node_gpu_state(self, ctx: Context, node: Obj, faults: frozenset[str]) -> None:
+        """A node in scope that is (no longer) a GPU node: no resources, GFD labels or conflict condition."""
+        labels = labels_of(node)
+        remove = {k: None for k in labels if is_gfd_label(k) or k == MIG_CONFIG_STATE}
+        if remove:
+            node = ctx.patch_metadata(node, labels=remove)
+        node = self._set_resources(ctx, node, {})
+        self._set_conflict_condition(ctx, node, False)
+
+
+__all__ = [
+    "CLUSTER_POLICY",
+    "INSTANCE_LABEL",
+    "NVIDIA_FAULTS",
+    "ClusterPolicyHandler",
+]
