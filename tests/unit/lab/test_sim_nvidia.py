@@ -217,11 +217,13 @@ def test_daemonset_manifest_follows_upstream_and_scopes_instances():
     validator = next(op for op in OPERANDS if op.key == "operator-validator")
     ds = daemonset_manifest(validator, cp, NS, DEFAULT_INSTANCE)
     pod = ds["spec"]["template"]["spec"]
-    assert ds["metadata"] == {
-        "name": "nvidia-operator-validator",
-        "namespace": NS,
-        "labels": {"app": ds["metadata"]["name"]},
-    }
+    meta = dict(ds["metadata"])
+    applied_hash = meta.pop("annotations")["nvidia.com/last-applied-hash"]
+    assert meta == {"name": "nvidia-operator-validator", "namespace": NS, "labels": {"app": meta["name"]}}
+    # any change of the rendering changes the hash (so a key dropped from a map is applied too)
+    cp2 = {**cp, "spec": {**cp["spec"], "daemonsets": {**cp["spec"]["daemonsets"], "labels": {}}}}
+    changed = daemonset_manifest(validator, cp2, NS, DEFAULT_INSTANCE)["metadata"]["annotations"]
+    assert changed["nvidia.com/last-applied-hash"] != applied_hash
     assert pod["nodeSelector"] == {"nvidia.com/gpu.deploy.operator-validator": "true"}
     assert [c["name"] for c in pod["initContainers"]] == [
         "driver-validation",

@@ -69,6 +69,7 @@ from .nvidia import (
     pod_owner_name,
     pods_by_node_and_owner,
     spec_enabled,
+    with_applied_hash,
 )
 
 DEVICE_CONFIG = Kind("amd.com/v1alpha1", "DeviceConfig")
@@ -79,6 +80,7 @@ DEFAULT_SELECTOR = {AMD_GPU_LABEL: "true"}
 NODE_OWNER_ANNOTATION = "sim.gpuops.io/amd-gpu-operator"
 NFD_RULE_ANNOTATION = "sim.gpuops.io/amd-gpu-nfd-rule"
 GPU_RESOURCE = "amd.com/gpu"
+APPLIED_HASH_ANNOTATION = "sim.gpuops.io/applied-hash"
 LABELLER_LABELS = ("amd.com/gpu.device-id", "amd.com/gpu.product-name", "amd.com/gpu.vram")
 
 FAULT_DRIVER_NOT_LOADED = "amd-driver-not-loaded"
@@ -204,7 +206,7 @@ def daemonset_manifest(op: AmdOperand, dc: Mapping[str, Any], instance: str) -> 
                 }
             }
         }
-    return {
+    manifest = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": name + op.suffix, "namespace": namespace, "labels": labels},
@@ -213,6 +215,7 @@ def daemonset_manifest(op: AmdOperand, dc: Mapping[str, Any], instance: str) -> 
             "template": {"metadata": {"labels": match}, "spec": pod_spec},
         },
     }
+    return with_applied_hash(manifest, APPLIED_HASH_ANNOTATION)
 
 
 def labeller_labels(gpu: AmdGpu) -> dict[str, str]:
@@ -441,11 +444,16 @@ class DeviceConfigHandler(Handler):
             conds = [{"type": "Ready", "status": "True", "reason": "OperatorReady", "message": ""}]
             status["observedGeneration"] = int(dc["metadata"].get("generation") or 1)
         for op in (DEVICE_PLUGIN, METRICS_EXPORTER):
+            field = op.status_field or ""
             if op in wanted:
                 desired, available = counts[op.suffix]
-                status[op.status_field or ""] = deployment_status(len(matched), desired, available)
+                status[field] = deployment_status(len(matched), desired, available)
+            elif field in (dc.get("status") or {}):
+                status[field] = None
         if kmm:
             status["driver"] = deployment_status(len(matched), len(matched), driver_available)
+        elif "driver" in (dc.get("status") or {}):
+            status["driver"] = None
         status["conditions"] = build_conditions(existing, conds, now)
         ctx.patch_status(dc, status)
         return None

@@ -77,6 +77,8 @@ in-process without the lab's simulator touching its objects.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -112,6 +114,7 @@ DEFAULT_OPERATOR_NAMESPACE = "gpu-operator"
 OPERATOR_DEPLOYMENT_LABEL = ("app.kubernetes.io/component", "gpu-operator")
 PROFILE_LABEL = "gpuops.io/hardware-profile"
 NFD_PREFIX = "feature.node.kubernetes.io/"
+APPLIED_HASH_ANNOTATION = "nvidia.com/last-applied-hash"
 KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # A name no ClusterPolicy can have: reconciling it cleans nodes up when no ClusterPolicy is left.
@@ -441,6 +444,15 @@ def build_conditions(
     return out
 
 
+def with_applied_hash(manifest: Obj, annotation: str) -> Obj:
+    """The manifest with a hash of itself in `annotation`: a change anywhere (a key removed from a map
+    included, which a subset comparison cannot see) changes the hash, so the object is applied again and
+    server-side apply drops what the manifest no longer has (upstream uses nvidia.com/last-applied-hash)."""
+    digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:16]
+    manifest.setdefault("metadata", {}).setdefault("annotations", {})[annotation] = digest
+    return manifest
+
+
 def pod_owner_name(pod: Mapping[str, Any], kind: str = "DaemonSet") -> tuple[str, str] | None:
     """(name, uid) of the pod's controller of `kind`."""
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
@@ -597,7 +609,7 @@ def daemonset_manifest(op: Operand, cp: Mapping[str, Any], namespace: str, insta
     labels = {"app": op.daemonset}
     if instance != DEFAULT_INSTANCE:
         labels[INSTANCE_LABEL] = instance
-    return {
+    manifest = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": op.daemonset, "namespace": namespace, "labels": labels},
@@ -607,6 +619,7 @@ def daemonset_manifest(op: Operand, cp: Mapping[str, Any], namespace: str, insta
             "template": {"metadata": template_meta, "spec": pod_spec},
         },
     }
+    return with_applied_hash(manifest, APPLIED_HASH_ANNOTATION)
 
 
 @dataclass(frozen=True)
