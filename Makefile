@@ -54,6 +54,7 @@ down:
 demo: up
 	ansible-playbook site.yml -i inventories/local
 	$(LAB) table --wait 60
+	ansible-playbook playbooks/diagnose.yml -i inventories/local
 
 lint: venv
 	bash hack/run-tests.sh lint

@@ -139,7 +139,7 @@ class Lab:
         )
 
     def settle(self, rounds: int = 5) -> None:
-        for _ in range(rounds):
+        for _round in range(rounds):
             play_daemonsets(self.client)
             self.sim.sync()
             self.sim.process_pending()
