@@ -1,0 +1,187 @@
+"""The gpu_operator role on the local control plane with the operator simulator: bad input fails before
+any change, --check creates nothing, --check --diff after a values change changes nothing, an upgrade
+with a CRD change lands (CRDs applied first) and its values are verified, a node added later gets GPUs
+without re-running the role, an injected fault is named by the diagnosis, and uninstall leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+REPO = Path(__file__).resolve().parents[2]
+KWOK = [
+    {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+]
+
+
+@pytest.fixture
+def env(cluster, tmp_path):
+    ns = f"gop-{uuid.uuid4().hex[:6]}"
+    inv = tmp_path / "inventory.yml"
+    hostvars = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": str(REPO / ".venv/bin/python"),
+        "gpuops_kubeconfig": cluster.kubeconfig,
+        "gpuops_chart_repo_mirror": cluster.chart_repo_url,
+        "gpuops_nfd_managed": True,  # the bundled NFD stays off; the simulated nodes carry the NFD labels
+        "gpu_operator_namespace": ns,
+        "gpu_operator_operator_tolerations": KWOK,
+        "gpu_operator_tolerations": KWOK,
+        "gpu_operator_wait_timeout": 150,
+    }
+    inv.write_text(yaml.safe_dump({"all": {"children": {"cluster_controller": {"hosts": {"localhost": hostvars}}}}}))
+    pb = tmp_path / "gpu_operator.yml"
+    pb.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "GPU operator",
+                    "hosts": "cluster_controller",
+                    "gather_facts": False,
+                    "roles": [{"role": "gpuops.platform.gpu_operator"}],
+                }
+            ]
+        )
+    )
+    yield {"inv": inv, "pb": pb, "ns": ns, "cluster": cluster}
+    play(inv, pb, "-e", json.dumps({"gpu_operator_state": "absent"}))
+
+
+def play(inv: Path, pb: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    e = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
+    return subprocess.run(
+        ["ansible-playbook", str(pb), "-i", str(inv), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=e,
+        check=False,
+    )
+
+
+def recap(out: str) -> dict[str, int]:
+    m = re.search(r"^localhost\s+:\s+(ok=.*)$", out, re.M)
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else {}
+
+
+def cluster_policy(api) -> dict | None:
+    try:
+        return client.CustomObjectsApi(api).get_cluster_custom_object(
+            "nvidia.com", "v1", "clusterpolicies", "cluster-policy"
+        )
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def releases(ns: str) -> list[str]:
+    kc = os.environ.get("GPUOPS_LAB_STATE", str(REPO / ".state/lab")) + "/kubeconfig"
+    r = subprocess.run(
+        ["helm", "--kubeconfig", kc, "-n", ns, "list", "-q"], capture_output=True, text=True, check=False
+    )
+    return r.stdout.split()
+
+
+@pytest.mark.parametrize(
+    ("extra", "expect"),
+    [
+        ({"gpu_operator_mig_strategy": "double"}, "gpu_operator_mig_strategy"),
+        ({"gpu_operator_driver_kernel_module_type": "closed"}, "gpu_operator_driver_kernel_module_type"),
+        ({"gpu_operator_chart_version": "latest"}, "is not a pinned version"),
+        ({"gpu_operator_values": "driver=off"}, "gpu_operator_values"),
+        ({"gpuops_chart_repo_mirror": "http://127.0.0.1:9/charts"}, "http://127.0.0.1:9/charts is unreachable"),
+    ],
+)
+def test_bad_input_fails_before_any_change(env, extra, expect):
+    r = play(env["inv"], env["pb"], "-e", json.dumps(extra))
+    assert r.returncode != 0
+    assert expect in r.stdout, r.stdout[-3000:]
+    assert releases(env["ns"]) == []
+
+
+def test_unknown_user_value_key_is_reported(env):
+    r = play(
+        env["inv"],
+        env["pb"],
+        "--check",
+        "-e",
+        json.dumps({"gpu_operator_values": {"driver": {"rdma": {"enabeld": True}}}}),
+    )
+    assert "driver.rdma.enabeld" in r.stdout and "are not in chart gpu-operator" in r.stdout, r.stdout[-3000:]
+
+
+def test_lifecycle(env, add_nodes, core):
+    api = env["cluster"].api_client
+    nodes = add_nodes("dgx-h100", 1)
+
+    # --check on a fresh cluster creates nothing
+    r = play(env["inv"], env["pb"], "--check", "-e", json.dumps({"gpu_operator_chart_version": "v26.3.1"}))
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert recap(r.stdout)["changed"] > 0
+    assert releases(env["ns"]) == [] and cluster_policy(api) is None
+
+    # install the older version; the node gets GPUs from the (simulated) operator
+    r = play(env["inv"], env["pb"], "-e", json.dumps({"gpu_operator_chart_version": "v26.3.1"}))
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert cluster_policy(api)["status"]["state"] == "ready"
+    assert core.read_node(nodes[0]).status.allocatable.get("nvidia.com/gpu") == "8"
+
+    # the same again changes nothing
+    r = play(env["inv"], env["pb"], "-e", json.dumps({"gpu_operator_chart_version": "v26.3.1"}))
+    assert r.returncode == 0 and recap(r.stdout)["changed"] == 0, r.stdout[-4000:]
+
+    # --check --diff after a values change shows it and changes nothing
+    r = play(
+        env["inv"],
+        env["pb"],
+        "--check",
+        "--diff",
+        "-e",
+        json.dumps({"gpu_operator_chart_version": "v26.3.1", "gpu_operator_mig_strategy": "mixed"}),
+    )
+    assert r.returncode == 0 and recap(r.stdout)["changed"] > 0, r.stdout[-4000:]
+    assert cluster_policy(api)["spec"]["mig"]["strategy"] == "single"
+
+    # upgrade to v26.7.0: its CRD adds fields (the new scrapeTimeout default would be rejected by the old
+    # CRD); the role applies the CRDs first, and the values asked for are verified in the live object
+    r = play(env["inv"], env["pb"], "-e", json.dumps({"gpu_operator_mig_strategy": "mixed"}))
+    assert r.returncode == 0, r.stdout[-4000:]
+    cp = cluster_policy(api)
+    assert cp["spec"]["mig"]["strategy"] == "mixed"
+    assert cp["spec"]["dcgmExporter"]["serviceMonitor"]["scrapeTimeout"] == "10s"
+    crd = client.ApiextensionsV1Api(api).read_custom_resource_definition("clusterpolicies.nvidia.com")
+    props = crd.spec.versions[0].schema.open_apiv3_schema.properties["spec"].properties["hostPaths"].properties
+    assert "kubeletRootDir" in props
+
+    # a node added later gets GPUs without re-running the role
+    late = add_nodes("dgx-h100", 1)[0]
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and core.read_node(late).status.allocatable.get("nvidia.com/gpu") != "8":
+        time.sleep(1)
+    assert core.read_node(late).status.allocatable.get("nvidia.com/gpu") == "8"
+
+    # a fault on one node: validation fails and names the cause and the node
+    core.patch_node(late, {"metadata": {"annotations": {"sim.gpuops.io/faults": "driver-crashloop"}}})
+    r = play(
+        env["inv"], env["pb"], "-e", json.dumps({"gpu_operator_mig_strategy": "mixed", "gpu_operator_wait_timeout": 20})
+    )
+    assert r.returncode != 0
+    assert "driver-crashloop" in r.stdout and late in r.stdout, r.stdout[-4000:]
+    core.patch_node(late, {"metadata": {"annotations": {"sim.gpuops.io/faults": None}}})
+
+    # uninstall leaves nothing behind
+    r = play(env["inv"], env["pb"], "-e", json.dumps({"gpu_operator_state": "absent"}))
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert releases(env["ns"]) == [] and cluster_policy(api) is None
+    assert env["ns"] not in [n.metadata.name for n in core.list_namespace().items]
