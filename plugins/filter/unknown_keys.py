@@ -12,8 +12,8 @@ author: gpuops.platform maintainers
 description:
   - Compares user values with a chart's default C(values.yaml) and returns the dotted paths of keys the chart does
     not define, so a misspelled key is reported instead of silently ignored by Helm.
-  - Recurses only where both sides are non-empty mappings; an empty mapping in the chart (for example
-    C(nodeSelector: {})) accepts any keys.
+  - "Recurses only where both sides are non-empty mappings; an empty mapping in the chart (for example an empty
+    C(nodeSelector)) accepts any keys."
 positional: chart_values
 options:
   _input:

@@ -25,3 +25,19 @@ def test_unknown_keys(user, expected):
 def test_bad_input():
     with pytest.raises(AnsibleFilterError):
         unknown_keys([], CHART)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (["driver", "rdma", "enabled"], False),
+        (["driver", "enabled"], True),
+        (["driver", "missing"], None),
+        (["mig", "strategy", "deeper"], None),
+        ([], CHART),
+    ],
+)
+def test_dig(path, expected):
+    from ansible_collections.gpuops.platform.plugins.filter.dig import dig
+
+    assert dig(CHART, path) == expected
