@@ -9,8 +9,6 @@ export PYTHONPATH := $(REPO)/hack
 export ANSIBLE_CONFIG := $(REPO)/ansible.cfg
 export ANSIBLE_HOME := $(REPO)/.state/ansible-home
 LAB := $(PY) -m gpuops_lab
-# Python 3.12: the `ansible` 14 packages need >= 3.12 (pyenv has it on our machines)
-PYTHON312 ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -n1)
 COLL_LINK := $(REPO)/.state/collections/ansible_collections/gpuops/platform
 
 .PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench clean
@@ -22,8 +20,7 @@ help:
 	@echo "make up | status | bench | build | venv"
 
 $(VENV)/.stamp: requirements/dev.txt requirements/constraints.txt
-	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (pyenv install 3.12 or apt-get install python3.12) or set PYTHON312=/path/to/python3.12" >&2; exit 3; }
-	$(PYTHON312) -m venv $(VENV)
+	py=$$(bash hack/find-python312.sh) && $$py -m venv $(VENV)
 	bash hack/host-deps.sh
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
 	touch $@
