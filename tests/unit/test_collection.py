@@ -71,6 +71,7 @@ def test_every_module_is_in_the_action_group():
 def test_dependencies_are_exactly_the_collections_used():
     used = set()
     for path in [*REPO.glob("playbooks/**/*.yml"), *REPO.glob("roles/**/*.yml"), REPO / "site.yml"]:
-        used |= set(re.findall(r"\b([a-z0-9_]+\.[a-z0-9_]+)\.[a-z0-9_]+:", path.read_text()))
+        # task keys: "  - ns.coll.module:" or "    ns.coll.module:" at the start of a line
+        used |= set(re.findall(r"^\s*(?:- )?([a-z0-9_]+\.[a-z0-9_]+)\.[a-z0-9_]+:", path.read_text(), re.M))
     used -= {"ansible.builtin", "gpuops.platform"}
     assert used == set(_galaxy()["dependencies"]), f"used: {sorted(used)}"

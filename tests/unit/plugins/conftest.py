@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible.module_utils.common import warnings as _ansible_warnings
 
 REPO = Path(__file__).resolve().parents[3]
 COLLECTIONS = REPO / ".state" / "collections"
@@ -42,10 +43,19 @@ def commands(monkeypatch):
 
 
 @pytest.fixture
-def run_module(capfd):
+def run_module(capfd, monkeypatch):
     """run_module(module, args, check_mode=False, diff=True) -> (result dict, failed bool)."""
+    # Modules run on the target, not in the controller: once a test imported a controller module (a filter
+    # plugin does), ansible routes module warnings to the controller's display instead of the result.
+    from ansible.module_utils import _internal as _ansible_internal
+
+    monkeypatch.setattr(_ansible_internal, "is_controller", False)
 
     def _run(module, args, check_mode=False, diff=True):
+        # a real module runs once per process; here many run in one, so start each with no warnings
+        # (ansible keeps them in a process-wide dict and would drop a repeated one)
+        _ansible_warnings._global_warnings.clear()
+        _ansible_warnings._global_deprecations.clear()
         args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
         with patch_module_args(args), pytest.raises(SystemExit) as exc:
             module.main()
