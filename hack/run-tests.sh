@@ -57,7 +57,7 @@ PY
 do_unit() { pytest_strict tests/unit -q -p no:cacheprovider; }
 
 was_up=0
-lab_up() { if lab status >/dev/null 2>&1; then was_up=1; fi; lab up; }
+lab_up() { if lab status >/dev/null 2>&1; then was_up=1; fi; lab up --inventory-nodes; }
 lab_down() { [ $was_up -eq 1 ] || lab down; }
 
 do_integration() { pytest_strict tests/integration -q -p no:cacheprovider; }

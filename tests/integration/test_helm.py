@@ -26,7 +26,8 @@ def test_local_repository_index_lists_the_fixture_charts(cluster):
     assert "node-feature-discovery" in index and "0.19.0" in index
 
 
-def test_helm_install_upgrade_uninstall(cluster, namespace):
+def test_helm_install_upgrade_uninstall(cluster, namespace, add_nodes):
+    add_nodes("cpu-only", 1)  # somewhere for the chart's pods to run (the lab may have no nodes yet)
     r = run_playbook(
         HERE / "playbooks" / "helm_lifecycle.yml",
         {"kubeconfig": cluster.kubeconfig, "ns": namespace, "repo_url": cluster.chart_repo_url},
