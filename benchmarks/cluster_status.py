@@ -19,8 +19,8 @@ import sys
 import time
 
 from gpuops_lab import nodes
-from gpuops_lab.cluster import wait_for
 from gpuops_lab.config import REPO, LabConfig
+from gpuops_lab.k8s import wait_for
 
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 

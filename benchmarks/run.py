@@ -17,8 +17,9 @@ import tempfile
 import time
 
 from gpuops_lab import nodes
-from gpuops_lab.cluster import Lab, wait_for
+from gpuops_lab.cluster import Lab
 from gpuops_lab.config import BUILD_SCRIPT, REPO, LabConfig
+from gpuops_lab.k8s import wait_for
 
 
 def cold_build() -> float:

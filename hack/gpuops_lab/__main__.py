@@ -7,9 +7,10 @@ import sys
 import time
 
 from . import nodes
-from .cluster import Lab, wait_for
+from .cluster import Lab
 from .config import LabConfig
 from .errors import LabError
+from .k8s import wait_for
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -288,15 +288,6 @@ class Lab:
         return stopped
 
 
-def wait_for(pred: Callable[[], bool], timeout: float, interval: float = 0.5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
-
-
 def kubectl(cfg: LabConfig, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     argv = [str(cfg.binary("kubectl")), f"--kubeconfig={cfg.kubeconfig}", *args]
     return subprocess.run(argv, check=check, capture_output=True, text=True)  # noqa: S603

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
+from gpuops_lab.k8s import wait_for
 from kubernetes import client
 
 TOLERATE_KWOK = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
-
-
-def _wait(pred, timeout=60.0, interval=0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(interval)
-    return pred()
 
 
 def test_versions_and_health(cluster):
@@ -72,14 +62,14 @@ def test_daemonset_and_deployment_pods_run_on_matching_simulated_nodes(cluster, 
         ]
         return ready if {p.spec.node_name for p in ready} >= set(gpu_nodes) else None
 
-    ready = _wait(ds_pods_ready)
+    ready = wait_for(ds_pods_ready)
     assert ready, core.list_namespaced_pod(namespace, label_selector="app=gpu-agent")
     # only nodes carrying the NFD label got a pod (the cluster may hold other GPU nodes too)
     labelled = {
         n.metadata.name for n in core.list_node(label_selector="feature.node.kubernetes.io/pci-10de.present=true").items
     }
     assert {p.spec.node_name for p in ready} <= labelled
-    assert _wait(
+    assert wait_for(
         lambda: (apps.read_namespaced_deployment(name="web", namespace=namespace).status.ready_replicas or 0) == 2
     )
 
@@ -103,13 +93,13 @@ def test_scheduler_keeps_a_gpu_pod_pending_until_a_node_advertises_gpus(cluster,
         p = core.read_namespaced_pod("needs-gpu", namespace)
         return any(c.type == "PodScheduled" and c.reason == "Unschedulable" for c in p.status.conditions or [])
 
-    assert _wait(unschedulable, 30)
+    assert wait_for(unschedulable, 30)
     p = core.read_namespaced_pod("needs-gpu", namespace)
     assert p.status.phase == "Pending" and not p.spec.node_name
     # a (simulated) device plugin advertises the resource on one node: the pod lands there
     core.patch_node_status(node, {"status": {"capacity": {res: "4"}, "allocatable": {res: "4"}}})
-    assert _wait(lambda: core.read_namespaced_pod("needs-gpu", namespace).spec.node_name == node, 60)
-    assert _wait(lambda: core.read_namespaced_pod("needs-gpu", namespace).status.phase == "Running", 30)
+    assert wait_for(lambda: core.read_namespaced_pod("needs-gpu", namespace).spec.node_name == node, 60)
+    assert wait_for(lambda: core.read_namespaced_pod("needs-gpu", namespace).status.phase == "Running", 30)
 
 
 @pytest.mark.parametrize("profile", ["dgx-h100", "pcie-l40s", "amd-mi300x", "cpu-only"])
@@ -121,7 +111,7 @@ def test_simulated_nodes_get_ready_with_nfd_labels_and_no_gpu_resources(cluster,
         n = core.read_node(name)
         return any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
 
-    assert _wait(ready, 30)
+    assert wait_for(ready, 30)
     n = core.read_node(name)
     assert n.metadata.labels["gpuops.io/hardware-profile"] == profile
     assert not [k for k in n.status.allocatable if k.endswith("/gpu")]

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
+from gpuops_lab.k8s import ensure_crd, wait_for
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,16 +43,6 @@ CP_SPEC = dict.fromkeys(
     {},
 )
 VALIDATION_STEPS = ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
-
-
-def _wait(pred, timeout=60.0, interval=0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(interval)
-    return pred()
 
 
 def _pod(namespace, name, component, node=None, bound=None, node_selector=None, init=(), managed=True):
@@ -116,38 +106,10 @@ def _init_stuck_status(step):
     return {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}], "initContainerStatuses": inits}
 
 
-def _ensure_crd(api_client, path: Path) -> bool:
-    """Install the CRD from the chart fixture when the cluster lacks it (left in place afterwards: deleting a
-    CRD deletes every other test's custom resources). False when there is no fixture file."""
-    if not path.is_file():
-        return False
-    ext = client.ApiextensionsV1Api(api_client)
-    manifest = yaml.safe_load(path.read_text())
-    name = manifest["metadata"]["name"]
-    try:
-        ext.read_custom_resource_definition(name)
-    except client.ApiException as exc:
-        if exc.status != 404:
-            raise
-        try:
-            ext.create_custom_resource_definition(manifest)
-        except client.ApiException as exc2:
-            if exc2.status != 409:  # created meanwhile by another test
-                raise
-
-    def established():
-        crd = ext.read_custom_resource_definition(name)
-        return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
-
-    return bool(_wait(established, 30))
-
-
 @pytest.fixture
 def cluster_policies(cluster):
-    """Two ClusterPolicies of this test (created one second apart), or None without the CRD fixture."""
-    if not _ensure_crd(cluster.api_client, CP_CRD):
-        yield None
-        return
+    """Two ClusterPolicies of this test (created one second apart)."""
+    ensure_crd(cluster.api_client, CP_CRD)
     custom = client.CustomObjectsApi(cluster.api_client)
     tag = uuid.uuid4().hex[:6]
     names = [f"t{tag}-first", f"t{tag}-second"]
@@ -223,7 +185,7 @@ def faulty(cluster, core, namespace, add_nodes):
         st = core.read_namespaced_pod(pending["metadata"]["name"], namespace).status
         return any(c.type == "PodScheduled" and c.status == "False" for c in (st.conditions or []))
 
-    assert _wait(unschedulable, 60), "the scheduler did not mark the pending pod unschedulable"
+    assert wait_for(unschedulable, 60), "the scheduler did not mark the pending pod unschedulable"
     return {"gpu": gpu, "cpu": cpu, "namespace": namespace}
 
 
@@ -288,12 +250,9 @@ def test_module_names_the_causes(cluster, faulty, cluster_policies):
     assert node0["host_facts"] is True and node0["operands"][0]["state"] == "CrashLoopBackOff"
     assert node0["operands"][0]["restarts"] == 6
 
-    if cluster_policies is None:
-        assert res["summary"]["cluster_policy"] == "not installed"
-    else:
-        ignored = [f for f in res["diagnosis"] if f["id"] == "clusterpolicy-ignored"]
-        assert cluster_policies[1] in {f["object"]["name"] for f in ignored}
-        assert res["cluster_policies"]["active"] != cluster_policies[1]
+    ignored = [f for f in res["diagnosis"] if f["id"] == "clusterpolicy-ignored"]
+    assert cluster_policies[1] in {f["object"]["name"] for f in ignored}
+    assert res["cluster_policies"]["active"] != cluster_policies[1]
     assert res["summary"]["healthy"] is False
 
 
@@ -331,7 +290,7 @@ def simulated(cluster, core, namespace, add_nodes):
     from gpuops_lab.simulator.framework import RealClient, Simulator
     from gpuops_lab.simulator.handlers.nvidia import INSTANCE_LABEL, ClusterPolicyHandler
 
-    assert _ensure_crd(cluster.api_client, CP_CRD), f"no ClusterPolicy CRD fixture at {CP_CRD}"
+    ensure_crd(cluster.api_client, CP_CRD)
     gpu = add_nodes("dgx-h100", 6)
     for i, name in enumerate(gpu):
         meta = {"labels": {INSTANCE_LABEL: namespace}}
@@ -367,7 +326,7 @@ def simulated(cluster, core, namespace, add_nodes):
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
-        _wait(lambda: not client.AppsV1Api(cluster.api_client).list_namespaced_daemon_set(namespace).items, 30)
+        wait_for(lambda: not client.AppsV1Api(cluster.api_client).list_namespaced_daemon_set(namespace).items, 30)
         sim.stop()
 
 
@@ -397,7 +356,7 @@ def test_diagnoses_the_simulator_faults(cluster, simulated):
         healthy = next(n for n in res["nodes"] if n["name"] == gpu[5])
         return res if expected <= got and healthy["allocatable"].get("nvidia.com/gpu") == 8 else None
 
-    res = _wait(diagnosed, 120, 2.0)
+    res = wait_for(diagnosed, 120, 2.0)
     assert res, f"faults not diagnosed within 120s: {[(f['id'], f['node']) for f in last['res']['diagnosis']]}"
     by = {(f["id"], f["node"]): f for f in res["diagnosis"]}
     assert by[("driver-crashloop", gpu[0])]["object"]["name"].startswith("nvidia-driver-daemonset")

@@ -15,13 +15,12 @@ and left in place afterwards: deleting a CRD would delete every other test's cus
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from gpuops_lab.k8s import ensure_crd, wait_for
 from gpuops_lab.simulator.faults import FAULTS_ANNOTATION
 from gpuops_lab.simulator.framework import RealClient, Simulator
 from gpuops_lab.simulator.handlers.amd import DeviceConfigHandler
@@ -36,52 +35,6 @@ DC = ("amd.com", "v1alpha1", "deviceconfigs")
 WAIT = 60.0
 
 
-def _wait(pred: Callable[[], Any], timeout: float = WAIT, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(interval)
-    return pred()
-
-
-def _ensure_crd(api_client: Any, path: Path) -> None:
-    ext = client.ApiextensionsV1Api(api_client)
-    manifest = yaml.safe_load(path.read_text())
-    name = manifest["metadata"]["name"]
-    try:
-        ext.read_custom_resource_definition(name)
-    except client.ApiException as exc:
-        if exc.status != 404:
-            raise
-        try:
-            ext.create_custom_resource_definition(manifest)
-        except client.ApiException as exc2:
-            if exc2.status != 409:  # created meanwhile by someone else
-                raise
-
-    def established() -> bool:
-        crd = ext.read_custom_resource_definition(name)
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or ())
-
-    assert _wait(established, 30), f"CRD {name} not established within 30s"
-    spec = manifest["spec"]
-    plural = (spec["group"], spec["versions"][0]["name"], spec["names"]["plural"])
-    custom = client.CustomObjectsApi(api_client)
-
-    def served() -> bool:  # the REST path can lag behind Established
-        try:
-            custom.list_cluster_custom_object(*plural, limit=1)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
-    assert _wait(served, 30), f"{name} not served within 30s"
-
-
 def _simulator(cluster: Any, handler: Any) -> Iterator[Simulator]:
     sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), [handler], resync_period=2.0, watch_timeout=30)
     sim.start()
@@ -94,13 +47,13 @@ def _simulator(cluster: Any, handler: Any) -> Iterator[Simulator]:
 
 @pytest.fixture
 def nvidia_sim(cluster, namespace) -> Iterator[Simulator]:
-    _ensure_crd(cluster.api_client, CP_CRD)
+    ensure_crd(cluster.api_client, CP_CRD)
     yield from _simulator(cluster, ClusterPolicyHandler(instance=namespace, operator_namespace=namespace))
 
 
 @pytest.fixture
 def amd_sim(cluster, namespace) -> Iterator[Simulator]:
-    _ensure_crd(cluster.api_client, DC_CRD)
+    ensure_crd(cluster.api_client, DC_CRD)
     yield from _simulator(cluster, DeviceConfigHandler(instance=namespace))
 
 
@@ -201,7 +154,7 @@ def test_cluster_policy_operands_resources_faults_and_singleton(cluster, namespa
     def all_ready() -> bool:
         return all(_gpus(core, n) == "8" for n in gpu_nodes) and _status(custom, name).get("state") == "ready"
 
-    assert _wait(all_ready), (
+    assert wait_for(all_ready), (
         f"GPU nodes not advertising 8 GPUs / ClusterPolicy not ready within {WAIT}s: "
         f"{[(n, _gpus(core, n)) for n in gpu_nodes]}, status {_status(custom, name)}"
     )
@@ -252,7 +205,7 @@ def test_cluster_policy_operands_resources_faults_and_singleton(cluster, namespa
             if d.status.number_ready != 2
         ]
 
-    _wait(lambda: not ds_ready())
+    wait_for(lambda: not ds_ready())
     assert not ds_ready(), f"DaemonSets without 2 ready pods after {WAIT}s: {ds_ready()}"
     validator = dss["nvidia-operator-validator"].spec.template.spec
     assert [c.name for c in validator.init_containers] == [
@@ -273,7 +226,7 @@ def test_cluster_policy_operands_resources_faults_and_singleton(cluster, namespa
             and _status(custom, name).get("state") == "notReady"
         )
 
-    assert _wait(crashing), (
+    assert wait_for(crashing), (
         f"driver-crashloop not shown within {WAIT}s: driver pod {_waiting_reason(_driver_pod(core, namespace, bad))}, "
         f"gpus {_gpus(core, bad)}, status {_status(custom, name)}"
     )
@@ -285,13 +238,13 @@ def test_cluster_policy_operands_resources_faults_and_singleton(cluster, namespa
 
     # fault cleared -> back to ready
     core.patch_node(bad, {"metadata": {"annotations": {FAULTS_ANNOTATION: None}}})
-    assert _wait(lambda: _gpus(core, bad) == "8" and _status(custom, name).get("state") == "ready"), (
+    assert wait_for(lambda: _gpus(core, bad) == "8" and _status(custom, name).get("state") == "ready"), (
         f"no recovery within {WAIT}s after clearing the fault: gpus {_gpus(core, bad)}, status {_status(custom, name)}"
     )
 
     # a second ClusterPolicy is ignored; the first stays active
     second = policies("b")["metadata"]["name"]
-    assert _wait(lambda: _status(custom, second).get("state") == "ignored"), (
+    assert wait_for(lambda: _status(custom, second).get("state") == "ignored"), (
         f"second ClusterPolicy not ignored within {WAIT}s: {_status(custom, second)}"
     )
     assert _status(custom, name).get("state") == "ready"
@@ -307,7 +260,7 @@ def test_cluster_policy_operands_resources_faults_and_singleton(cluster, namespa
             and all(NODE_OWNER_ANNOTATION not in (_node(core, n).metadata.annotations or {}) for n in gpu_nodes)
         )
 
-    assert _wait(cleaned), (
+    assert wait_for(cleaned), (
         f"not cleaned up within {WAIT}s: "
         f"daemonsets {[d.metadata.name for d in apps.list_namespaced_daemon_set(namespace).items]}, "
         f"labels {[_labels(core, n) for n in gpu_nodes]}"
@@ -347,7 +300,7 @@ def test_device_config_advertises_amd_gpus(cluster, namespace, add_nodes, amd_si
             and st.get("metricsExporter") == one
         )
 
-    assert _wait(advertised), (
+    assert wait_for(advertised), (
         f"amd.com/gpu not advertised within {WAIT}s: {_gpus(core, amd_node, 'amd.com/gpu')}, "
         f"labels {_labels(core, amd_node, 'amd.com/')}, status {status()}"
     )
@@ -358,7 +311,7 @@ def test_device_config_advertises_amd_gpus(cluster, namespace, add_nodes, amd_si
     assert _gpus(core, cpu_node, "amd.com/gpu") is None
 
     custom.delete_namespaced_custom_object(DC[0], DC[1], namespace, DC[2], "default")
-    assert _wait(
+    assert wait_for(
         lambda: (
             _gpus(core, amd_node, "amd.com/gpu") is None
             and "feature.node.kubernetes.io/amd-gpu" not in _labels(core, amd_node, "")

@@ -5,10 +5,10 @@ resource on kwok nodes where its DaemonSet's pods are ready and honours a fault;
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
+from gpuops_lab.k8s import wait_for
 from gpuops_lab.simulator.faults import FAULTS_ANNOTATION
 from gpuops_lab.simulator.framework import MANAGED_STATUS_ANNOTATION, Context, Key, RealClient, Simulator
 from gpuops_lab.simulator.handlers.example import FAULT_UNHEALTHY, FakeDevicePlugin
@@ -16,16 +16,6 @@ from kubernetes import client
 
 TOLERATE_KWOK = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
 WIDGET = "example.com/widget"
-
-
-def _wait(pred: Callable[[], Any], timeout: float = 60.0, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(interval)
-    return pred()
 
 
 @pytest.fixture
@@ -80,12 +70,12 @@ def test_fake_device_plugin_advertises_and_honours_fault(cluster, namespace, add
     def widgets() -> dict[str, str | None]:
         return {n: (core.read_node(n).status.allocatable or {}).get(WIDGET) for n in nodes}
 
-    got = _wait(lambda: all(v == "2" for v in widgets().values()) and widgets())
+    got = wait_for(lambda: all(v == "2" for v in widgets().values()) and widgets())
     assert got, f"nodes did not advertise {WIDGET}=2 within 60s: {widgets()}"
     assert core.read_node(nodes[0]).metadata.annotations[handler.owned_annotation] == WIDGET
 
     core.patch_node(nodes[0], {"metadata": {"annotations": {FAULTS_ANNOTATION: FAULT_UNHEALTHY}}})
-    assert _wait(lambda: widgets()[nodes[0]] is None), f"fault did not remove {WIDGET}: {widgets()}"
+    assert wait_for(lambda: widgets()[nodes[0]] is None), f"fault did not remove {WIDGET}: {widgets()}"
     assert widgets()[nodes[1]] == "2"
 
 
@@ -115,7 +105,7 @@ def test_simulated_crashloop_survives_kwok_and_is_released(cluster, namespace, a
             c.type == "Ready" and c.status == "True" for c in p.status.conditions or ()
         )
 
-    assert _wait(lambda: ready(pod())), f"kwok did not make the pod ready: {pod().status}"
+    assert wait_for(lambda: ready(pod())), f"kwok did not make the pod ready: {pod().status}"
     ctx = Context(sim, handler, Key(None, node))
     raw = sim.client.get("v1", "Pod", "driver", namespace)
     ctx.set_pod_crashloop(raw, message="simulated driver failure")
