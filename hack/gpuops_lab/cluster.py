@@ -127,36 +127,30 @@ class Lab:
                 "--profiling=false",
                 "--v=0",
             ]
+        # controller-manager and scheduler: the admin kubeconfig for everything, serving on loopback only
+        client_and_serving = [
+            f"--kubeconfig={kc}",
+            f"--authentication-kubeconfig={kc}",
+            f"--authorization-kubeconfig={kc}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={p.get(name, 0)}",
+            "--leader-elect=false",
+            "--profiling=false",
+            "--v=0",
+        ]
         if name == "kube-controller-manager":
             return [
                 str(c.binary(name)),
-                f"--kubeconfig={kc}",
-                f"--authentication-kubeconfig={kc}",
-                f"--authorization-kubeconfig={kc}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p[name]}",
-                "--leader-elect=false",
+                *client_and_serving,
                 f"--service-account-private-key-file={d / 'sa.key'}",
                 f"--root-ca-file={d / 'ca.crt'}",
                 f"--cluster-signing-cert-file={d / 'ca.crt'}",
                 f"--cluster-signing-key-file={d / 'ca.key'}",
                 "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
                 "--use-service-account-credentials=false",
-                "--profiling=false",
-                "--v=0",
             ]
         if name == "kube-scheduler":
-            return [
-                str(c.binary(name)),
-                f"--kubeconfig={kc}",
-                f"--authentication-kubeconfig={kc}",
-                f"--authorization-kubeconfig={kc}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p[name]}",
-                "--leader-elect=false",
-                "--profiling=false",
-                "--v=0",
-            ]
+            return [str(c.binary(name)), *client_and_serving]
         if name == "kwok":
             return [
                 str(c.binary("kwok")),
