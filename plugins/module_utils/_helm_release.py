@@ -48,6 +48,14 @@ def plan(
     return reasons
 
 
+def namespace_label_reasons(namespace: str, have: Mapping[str, Any] | None, want: Mapping[str, Any]) -> list[str]:
+    """Why the release namespace is not as asked: missing, or labels absent or with other values."""
+    if have is None:
+        return [f"namespace {namespace} does not exist"]
+    wrong = [f"{k}={v}" for k, v in sorted(want.items()) if have.get(k) != str(v)]
+    return [f"namespace {namespace} lacks label(s) {', '.join(wrong)}"] if wrong else []
+
+
 def _changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
     before = {} if before is None and not prefix else before
     after = {} if after is None and not prefix else after

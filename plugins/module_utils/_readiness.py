@@ -214,8 +214,11 @@ class Outcome:
 
 class Waiter:
     """Calls ``probe() -> (snapshot, [NotReady...])`` until nothing is unready or ``timeout`` seconds have
-    passed, sleeping ``interval`` seconds between looks (never past the deadline). ``clock`` and ``sleep``
-    are injectable so tests never sleep."""
+    passed. Between looks it sleeps 1 s, then twice as long each time, at most ``interval`` seconds (never past
+    the deadline): an object a moment from ready costs a second, not a whole interval, and a long wait still
+    looks only every ``interval`` seconds. ``clock`` and ``sleep`` are injectable so tests never sleep."""
+
+    first = 1.0
 
     waits = True
 
@@ -234,13 +237,15 @@ class Waiter:
     def wait(self, probe: Callable[[], tuple[T, list[NotReady]]]) -> Outcome:
         start = self.clock()
         probes = 0
+        step = min(self.first, self.interval)
         while True:
             snapshot, not_ready = probe()
             probes += 1
             elapsed = self.clock() - start
             if not not_ready or elapsed >= self.timeout:
                 return Outcome(snapshot, list(not_ready), elapsed, self.waits, probes)
-            self.sleep(min(self.interval, self.timeout - elapsed))
+            self.sleep(min(step, self.timeout - elapsed))
+            step = min(step * 2, self.interval)
 
 
 class NullWaiter(Waiter):

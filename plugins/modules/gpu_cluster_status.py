@@ -70,7 +70,8 @@ options:
   wait:
     description:
       - Wait until the objects in O(wait.objects) and (O(wait.nodes)) the GPU nodes are ready, reading the
-        cluster again every O(wait.sleep) seconds, at most O(wait.timeout) seconds; then diagnose the last look.
+        cluster again after 1, 2, 4... seconds, at most every O(wait.sleep) seconds, for at most O(wait.timeout)
+        seconds; then diagnose the last look.
       - Readiness per kind - C(ClusterPolicy) C(status.state) is V(ready); C(DeviceConfig) the device plugin is
         available on every node matching its selector; C(DaemonSet) scheduled on at least one node with every
         pod updated and ready; C(Deployment) C(spec.replicas) available and updated; a GPU node is C(Ready) and
@@ -86,7 +87,7 @@ options:
         type: int
         default: 600
       sleep:
-        description: Seconds between two looks.
+        description: The longest pause between two looks, in seconds (the first pauses are 1, 2, 4... seconds).
         type: int
         default: 5
       nodes:

@@ -115,6 +115,7 @@ import os  # noqa: E402
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._helm_cli import Helm  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
 ARGUMENT_SPEC = {
@@ -128,38 +129,6 @@ ARGUMENT_SPEC = {
     "context": {"type": "str"},
     "binary_path": {"type": "path"},
 }
-
-
-class Helm:
-    """helm through the collection's runner: connection flags on every call, JSON answers parsed."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-        p = ctx.params
-        self.tool = p["binary_path"] or "helm"
-        self.conn = ["--namespace", p["namespace"]]
-        if p["kubeconfig"]:
-            self.conn += ["--kubeconfig", p["kubeconfig"]]
-        if p["context"]:
-            self.conn += ["--kube-context", p["context"]]
-
-    def run(self, *args, mutating=False, check=True):
-        return self.ctx.runner.run(self.tool, [*args, *self.conn], mutating=mutating, check=check)
-
-    def metadata(self, name):
-        r = self.run("get", "metadata", name, "-o", "json", check=False)
-        if r.rc != 0:
-            if "not found" in (r.err + r.out).lower():
-                return None
-            raise GpuOpsError(
-                f"cannot read release {self.ctx.params['namespace']}/{name}: {(r.err or r.out).strip()}",
-                cmd=r.argv,
-                rc=r.rc,
-            )
-        return json.loads(r.out)
-
-    def values(self, name):
-        return json.loads(self.run("get", "values", name, "-o", "json").out or "null") or {}
 
 
 def _values_file(ctx):

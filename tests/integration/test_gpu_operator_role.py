@@ -245,9 +245,7 @@ def test_lifecycle(env, add_nodes, core):
     assert cluster_policy(api)["status"]["state"] == "ready"
     assert core.read_node(nodes[0]).status.allocatable.get("nvidia.com/gpu") == "8"
 
-    # the same again changes nothing
-    r = play(env["inv"], env["pb"], "-e", json.dumps({"gpu_operator_chart_version": "v26.3.1"}))
-    assert r.returncode == 0 and recap(r.stdout)["changed"] == 0, r.stdout[-4000:]
+    # (an unchanged rerun changing nothing is molecule's idempotence step of the gpu_operator scenario)
 
     # --check --diff after a values change shows it and changes nothing
     r = play(

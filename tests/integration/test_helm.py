@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -312,13 +313,18 @@ def test_concurrent_runs_wait_for_each_other(cluster, core, add_nodes, tmpdir_en
             time.sleep(0.5)
         second = threading.Thread(target=lambda: results.update(second=play(cluster, other_tmp, **kw)))
         second.start()
-        time.sleep(45)  # the second run is past its pull (old path: at helm) or waiting for the Lease
+        time.sleep(20)  # the second run found the release pending and is waiting for the Lease (asserted below)
         pool_node(core, add_nodes, ns)
         first.join()
         second.join()
         assert results["first"].returncode == 0, out(results["first"])
         assert results["second"].returncode == 0, out(results["second"])
         assert "another operation" not in results["second"].stdout
+        # the second run took the release path (the release was pending when it looked), so it waited for the Lease
+        assert re.search(
+            r"TASK \[gpuops\.platform\.helm_release : Take the release's Lease[^\n]*\n(?:[^\n]*\n)?ok: ",
+            results["second"].stdout,
+        ), out(results["second"])
         meta = release_meta(cluster, ns, release)
         assert meta["status"] == "deployed" and meta["revision"] == 1, meta
     finally:

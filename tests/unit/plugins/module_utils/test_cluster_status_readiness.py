@@ -114,8 +114,8 @@ def test_clock_times_out():
     fake = FakeClock()
     outcome = rd.Waiter(timeout=12, interval=5, clock=fake.clock, sleep=fake.sleep).wait(lambda: ("s", [NOT_READY]))
     assert not outcome.ready and outcome.waited
-    assert fake.sleeps == [5, 5, 2]  # never sleeps past the deadline
-    assert outcome.elapsed == 12 and outcome.probes == 4
+    assert fake.sleeps == [1, 2, 4, 5]  # 1 s, doubling, at most the interval, never past the deadline
+    assert outcome.elapsed == 12 and outcome.probes == 5
     msg = rd.timeout_message(outcome, 12)
     assert msg == (
         "not ready after waiting 12s (timeout 12s): ClusterPolicy cluster-policy: status.state is notReady, want ready"
@@ -128,7 +128,24 @@ def test_waiter_returns_as_soon_as_ready():
     outcome = rd.Waiter(timeout=600, interval=5, clock=fake.clock, sleep=fake.sleep).wait(
         lambda: ("snap", next(answers))
     )
-    assert outcome.ready and outcome.snapshot == "snap" and outcome.probes == 3 and fake.sleeps == [5, 5]
+    assert outcome.ready and outcome.snapshot == "snap" and outcome.probes == 3 and fake.sleeps == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("timeout", "interval", "sleeps"),
+    [
+        (20, 3, [1, 2, 3, 3, 3, 3, 3, 2]),  # the pause doubles up to the interval, then stays there
+        (3, 10, [1, 2]),  # the deadline comes first
+        (5, 0.5, [0.5] * 10),  # an interval under a second is the pause from the start
+        (0, 5, []),  # no timeout: one look
+    ],
+)
+def test_waiter_backs_off_to_the_interval(timeout, interval, sleeps):
+    fake = FakeClock()
+    outcome = rd.Waiter(timeout=timeout, interval=interval, clock=fake.clock, sleep=fake.sleep).wait(
+        lambda: ("s", [NOT_READY])
+    )
+    assert fake.sleeps == sleeps and outcome.probes == len(sleeps) + 1 and outcome.elapsed == timeout
 
 
 def test_null_waiter_looks_once_and_never_sleeps(monkeypatch):
@@ -198,7 +215,7 @@ def test_wait_until_cluster_policy_and_nodes_ready():
     reader = ScriptedReader([before, middle, after])
     waiter, fake = fake_waiter()
     res = cs.gather(reader, params(wait=CP_WAIT), waiter)
-    assert res["wait"]["ready"] and res["wait"]["probes"] == 3 and fake.sleeps == [5, 5]
+    assert res["wait"]["ready"] and res["wait"]["probes"] == 3 and fake.sleeps == [1, 2]
     assert res["wait"]["not_ready"] == [] and "msg" not in res["wait"]
     assert res["summary"]["cluster_policy"] == "ready" and res["summary"]["gpu_nodes_ready"] == 1
     assert reader.calls.count("clusterpolicies") == 3  # the ClusterPolicy is read once per look, not twice

@@ -195,13 +195,13 @@ def test_wait_until_ready(api, run_module, clock):
     api(LookingReader([([NODE_NO_GPU], [CP_NOT_READY]), ([NODE_OK], [CP_NOT_READY]), ([NODE_OK], [CP_READY])]))
     result, failed = run_module(gpu_cluster_status, {"wait": WAIT_CP, "node_selector": "kubernetes.io/hostname!=x"})
     assert not failed and result["changed"] is False
-    assert result["wait"]["ready"] and result["wait"]["probes"] == 3 and clock == [10, 10]
+    assert result["wait"]["ready"] and result["wait"]["probes"] == 3 and clock == [1, 2]
 
 
 def test_wait_timeout_fails_naming_object_and_condition(api, run_module, clock):
     api(LookingReader([([NODE_OK], [CP_NOT_READY])]))
     result, failed = run_module(gpu_cluster_status, {"wait": WAIT_CP})
-    assert failed and clock == [10, 10, 10]
+    assert failed and clock == [1, 2, 4, 8, 10, 5]  # backs off to wait.sleep, never past the timeout
     assert result["msg"].startswith(
         "not ready after waiting 30s (timeout 30s): ClusterPolicy cluster-policy: status.state is notReady, want "
         "ready (condition Ready reason OperandNotReady: None). Fix: ClusterPolicy:"

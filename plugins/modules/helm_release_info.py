@@ -1,0 +1,176 @@
+#!/usr/bin/python
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: helm_release_info
+short_description: Say whether one installed Helm release already is the pinned chart with the asked values
+version_added: 0.3.0
+description:
+  - Read-only. Used first by the internal C(gpuops.platform.helm_release) role, so that an unchanged release costs
+    one task; the role takes the release's Lease, pulls the chart, applies CRDs and upgrades only when
+    RV(reasons) is not empty.
+  - Reads the installed release (C(helm get metadata), C(helm get values)) and compares its status, chart name
+    and version and user values with O(chart_name), O(chart_version) and O(values), with the same rules as
+    M(gpuops.platform.helm_release_apply) (so both agree on what "unchanged" means). With O(namespace_labels),
+    the release namespace must carry those labels too.
+author:
+  - gpuops.platform contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.platform._attributes
+  - gpuops.platform._attributes.info_module
+options:
+  name:
+    description: Release name.
+    type: str
+    required: true
+  namespace:
+    description: Release namespace.
+    type: str
+    required: true
+  chart_name:
+    description: The chart the release must come from (the name in its C(Chart.yaml)).
+    type: str
+    required: true
+  chart_version:
+    description: The pinned chart version the release must run.
+    type: str
+    required: true
+  values:
+    description: The user-supplied values the deployed revision must hold.
+    type: dict
+    default: {}
+  namespace_labels:
+    description:
+      - Labels the release namespace must carry (for example the Pod Security labels). A missing namespace or a
+        label with another value is a reason to run the release path. Not read when omitted.
+    type: dict
+  kubeconfig:
+    description: Kubeconfig file given to helm (C(--kubeconfig)) and used to read the namespace.
+    type: path
+  context:
+    description: Kubeconfig context given to helm (C(--kube-context)) and used to read the namespace.
+    type: str
+  binary_path:
+    description: The helm binary; by default C(helm) on the PATH.
+    type: path
+requirements:
+  - helm 3.13 or later (C(helm get metadata)); tested with helm 4.3.1
+  - kubernetes (the Python client), with O(namespace_labels)
+seealso:
+  - module: gpuops.platform.helm_release_apply
+"""
+
+EXAMPLES = r"""
+- name: Is the release already what is asked for?
+  gpuops.platform.helm_release_info:
+    name: gpu-operator
+    namespace: gpu-operator
+    chart_name: gpu-operator
+    chart_version: v26.7.0
+    values: "{{ values }}"
+    namespace_labels: {pod-security.kubernetes.io/enforce: privileged}
+  register: release
+
+- name: Upgrade only when something differs
+  ansible.builtin.debug:
+    msg: "{{ release.reasons }}"
+  when: not release.up_to_date
+"""
+
+RETURN = r"""
+up_to_date:
+  description: True when the release is deployed from the pinned chart with the asked values (and namespace labels).
+  returned: always
+  type: bool
+reasons:
+  description: Why the release path must run; empty when O(name) is up to date.
+  returned: always
+  type: list
+  elements: str
+  sample: ["chart gpu-operator-v26.3.1 is installed, gpu-operator-v26.7.0 is asked for"]
+revision:
+  description: The installed revision; null when not installed.
+  returned: always
+  type: int
+  sample: 3
+chart:
+  description: The installed chart as C(<name>-<version>); null when not installed.
+  returned: always
+  type: str
+  sample: gpu-operator-v26.7.0
+release:
+  description: The release read, as C(<namespace>/<name>) (so a later task can tell which release this result is of).
+  returned: always
+  type: str
+  sample: gpu-operator/gpu-operator
+status:
+  description: The status of the installed revision (C(deployed), C(failed), ...); null when not installed.
+  returned: always
+  type: str
+  sample: deployed
+"""
+
+from ansible.module_utils.basic import missing_required_lib  # noqa: E402 - after the documentation
+from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._helm_cli import Helm  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+
+ARGUMENT_SPEC = {
+    "name": {"type": "str", "required": True},
+    "namespace": {"type": "str", "required": True},
+    "chart_name": {"type": "str", "required": True},
+    "chart_version": {"type": "str", "required": True},
+    "values": {"type": "dict", "default": {}},
+    "namespace_labels": {"type": "dict"},
+    "kubeconfig": {"type": "path"},
+    "context": {"type": "str"},
+    "binary_path": {"type": "path"},
+}
+
+
+def _namespace_labels(ctx):
+    """The release namespace's labels; None when it does not exist."""
+    if not _k8s.HAS_KUBERNETES:
+        ctx.module.fail_json(msg=missing_required_lib("kubernetes"), exception=_k8s.K8S_IMPORT_ERROR)
+    from kubernetes import client
+
+    ns = ctx.params["namespace"]
+    try:
+        obj = client.CoreV1Api(_k8s.new_api_client(ctx.params)).read_namespace(ns)
+    except _k8s.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise GpuOpsError(f"cannot read namespace {ns}: {exc.status} {exc.reason}", status=exc.status) from exc
+    return dict(obj.metadata.labels or {})
+
+
+def info(ctx):
+    p = ctx.params
+    helm = Helm(ctx)
+    installed = helm.metadata(p["name"])
+    have = helm.values(p["name"]) if installed else None
+    reasons = _helm_release.plan(installed, have, p["chart_name"], p["chart_version"], p["values"])
+    if p["namespace_labels"] is not None:
+        reasons += _helm_release.namespace_label_reasons(p["namespace"], _namespace_labels(ctx), p["namespace_labels"])
+    return {
+        "changed": False,
+        "up_to_date": not reasons,
+        "reasons": reasons,
+        "revision": installed.get("revision") if installed else None,
+        "status": installed.get("status") if installed else None,
+        "chart": f"{installed.get('chart')}-{installed.get('version')}" if installed else None,
+        "release": f"{p['namespace']}/{p['name']}",
+    }
+
+
+def main():
+    run_module(info, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""helm_release_info through main(): read-only, the same plan as helm_release_apply (so an unchanged release
+costs the role one task), the namespace labels read through the Kubernetes client, errors that name the
+release."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release
+from ansible_collections.gpuops.platform.plugins.modules import helm_release_info
+
+META = {"name": "r", "chart": "c", "version": "1.0.0", "revision": 3, "status": "deployed"}
+PSA = {"pod-security.kubernetes.io/enforce": "privileged"}
+
+
+@pytest.fixture
+def helm(commands):
+    commands.tools.add("helm")
+    state = {"meta": dict(META), "values": {"replicas": 1}}
+
+    def metadata(argv):
+        return (0, json.dumps(state["meta"]), "") if state["meta"] else (1, "", "Error: release: not found")
+
+    commands.on(r"^helm get metadata", metadata)
+    commands.on(r"^helm get values", lambda argv: (0, json.dumps(state["values"]), ""))
+    return state
+
+
+@pytest.fixture
+def namespace(monkeypatch):
+    """The release namespace's labels as the Kubernetes client would read them (None: no namespace)."""
+    state = {"labels": dict(PSA)}
+    monkeypatch.setattr(helm_release_info, "_namespace_labels", lambda ctx: state["labels"])
+    return state
+
+
+def args(**kw):
+    return {"name": "r", "namespace": "ns", "chart_name": "c", "chart_version": "1.0.0", "kubeconfig": "/k", **kw}
+
+
+@pytest.mark.parametrize(
+    ("meta", "values", "ask", "reasons"),
+    [
+        ({}, {"replicas": 1}, {"values": {"replicas": 1}}, []),
+        ({}, {"replicas": 1}, {"values": {"replicas": 2}}, ["values differ at replicas"]),
+        ({}, {}, {"values": {}}, []),
+        ({"version": "0.9.0"}, {}, {}, ["chart c-0.9.0 is installed, c-1.0.0 is asked for"]),
+        ({"status": "failed"}, {}, {}, ["the last revision (3) is failed, not deployed"]),
+        (None, None, {}, ["the release is not installed"]),
+    ],
+)
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_the_plan_is_the_one_helm_release_apply_uses(
+    run_module, commands, helm, meta, values, ask, reasons, check_mode
+):
+    helm["meta"] = None if meta is None else {**META, **meta}
+    helm["values"] = values
+    result, failed = run_module(helm_release_info, args(**ask), check_mode=check_mode)
+    assert not failed and result["changed"] is False, result
+    assert result["reasons"] == reasons and result["up_to_date"] is (not reasons)
+    assert result["release"] == "ns/r"
+    assert result["chart"] == (None if meta is None else f"c-{helm['meta']['version']}")
+    assert all(c.startswith("helm get ") and c.endswith("--namespace ns --kubeconfig /k") for c in commands.calls)
+
+
+@pytest.mark.parametrize(
+    ("labels", "reason"),
+    [
+        (dict(PSA), None),
+        ({**PSA, "team": "gpu"}, None),
+        (
+            {"pod-security.kubernetes.io/enforce": "baseline"},
+            "namespace ns lacks label(s) pod-security.kubernetes.io/enforce=privileged",
+        ),
+        ({}, "namespace ns lacks label(s) pod-security.kubernetes.io/enforce=privileged"),
+        (None, "namespace ns does not exist"),
+    ],
+)
+def test_namespace_labels_are_part_of_up_to_date(run_module, helm, namespace, labels, reason):
+    namespace["labels"] = labels
+    result, failed = run_module(helm_release_info, args(values={"replicas": 1}, namespace_labels=PSA))
+    assert not failed
+    assert result["reasons"] == ([] if reason is None else [reason]) and result["up_to_date"] is (reason is None)
+
+
+def test_namespace_is_not_read_without_namespace_labels(run_module, helm, monkeypatch):
+    def boom(ctx):
+        raise AssertionError("the namespace was read")
+
+    monkeypatch.setattr(helm_release_info, "_namespace_labels", boom)
+    result, failed = run_module(helm_release_info, args(values={"replicas": 1}))
+    assert not failed and result["up_to_date"] is True
+
+
+def test_a_helm_error_names_the_release(run_module, commands, helm):
+    commands.on(r"^helm get metadata", (1, "", "Error: Kubernetes cluster unreachable"))
+    result, failed = run_module(helm_release_info, args())
+    assert failed and result["msg"].startswith("cannot read release ns/r: Error: Kubernetes cluster unreachable")
+
+
+@pytest.mark.parametrize(
+    ("have", "want", "expect"),
+    [
+        ({"a": "1"}, {"a": "1"}, []),
+        ({"a": "1"}, {"a": 1}, []),  # label values are strings; the asked value is compared as one
+        ({"a": "2", "b": "x"}, {"a": "1", "c": "y"}, ["namespace n lacks label(s) a=1, c=y"]),
+        (None, {"a": "1"}, ["namespace n does not exist"]),
+        ({}, {}, []),
+    ],
+)
+def test_namespace_label_reasons(have, want, expect):
+    assert _helm_release.namespace_label_reasons("n", have, want) == expect
