@@ -550,7 +550,8 @@ def state(sync: Any = "Succeeded", error: Any = None, desired: Any = "Idle", cur
                 current="Draining",
                 error="evict: Cannot evict pod as it would violate the pod's disruption budget",
             ),
-            "status.syncStatus is InProgress, want Succeeded (drain desired-state Drain_Required, current-state Draining; a drain blocked by a PodDisruptionBudget keeps it here; lastSyncError: evict",
+            "status.syncStatus is InProgress, want Succeeded (drain desired-state Drain_Required, current-state "
+            "Draining; a drain blocked by a PodDisruptionBudget keeps it here; lastSyncError: evict",
         ),
         (
             state(sync="InProgress"),
