@@ -861,10 +861,12 @@ def _resource_names(policies: Sequence[Obj]) -> dict[str, set[str]]:
     return out
 
 
-def _duplicates(items: Sequence[Obj], var: str, what: str) -> list[Finding]:
-    seen: dict[str, int] = {}
+def _duplicates(items: Sequence[tuple[str, Obj]], what: str) -> list[Finding]:
+    """Names used twice among ``items`` ((variable path, object)); networks share one name space across both
+    lists, because each renders a NetworkAttachmentDefinition of its name."""
+    seen: dict[str, str] = {}
     out = []
-    for i, obj in enumerate(items):
+    for var, obj in items:
         name = (obj.get("metadata") or {}).get("name")
         if not isinstance(name, str):
             continue
@@ -872,15 +874,14 @@ def _duplicates(items: Sequence[Obj], var: str, what: str) -> list[Finding]:
             out.append(
                 _bad(
                     "sriov-duplicate-name",
-                    f"{var}[{i}].name",
+                    f"{var}.name",
                     name,
-                    f"{what} {name} is defined twice ({var}[{seen[name]}] and {var}[{i}]): the second would replace "
-                    "the first.",
+                    f"{what} {name} is defined twice ({seen[name]} and {var}): the second would replace the first.",
                     "give each its own name.",
                 )
             )
         else:
-            seen[name] = i
+            seen[name] = var
     return out
 
 
@@ -894,8 +895,8 @@ def _as_list(value: Any, var: str) -> tuple[list[Any], list[Finding]]:
 
 def policy_input_findings(
     policies: Any,
-    networks: Any = (),
-    ib_networks: Any = (),
+    networks: Any = None,
+    ib_networks: Any = None,
     config: Any = None,
     source: Any = "standalone",
     bundled_enabled: bool = False,
@@ -904,35 +905,22 @@ def policy_input_findings(
     field, the source choice, duplicate names, and networks whose resource no policy provides (or of the wrong
     link type: a SriovIBNetwork needs a link_type ib policy, a SriovNetwork an Ethernet one)."""
     out = source_findings(source, bundled_enabled)
-    built: dict[str, list[Obj]] = {"policies": [], "networks": [], "ib_networks": []}
-    for key, value, var, make in (
-        ("policies", policies, VAR_POLICIES, lambda item, v: _policy(item, v)),
-        (
-            "networks",
-            list(networks) if isinstance(networks, tuple) else networks,
-            VAR_NETWORKS,
-            lambda item, v: _network(item, v, False),
-        ),
-        (
-            "ib_networks",
-            list(ib_networks) if isinstance(ib_networks, tuple) else ib_networks,
-            VAR_IB_NETWORKS,
-            lambda item, v: _network(item, v, True),
-        ),
-    ):
+    built: dict[str, list[tuple[str, Obj]]] = {VAR_POLICIES: [], VAR_NETWORKS: [], VAR_IB_NETWORKS: []}
+    for var, value in ((VAR_POLICIES, policies), (VAR_NETWORKS, networks), (VAR_IB_NETWORKS, ib_networks)):
         items, problems = _as_list(value, var)
         out += problems
         for i, item in enumerate(items):
-            obj, found = make(item, f"{var}[{i}]")
+            path = f"{var}[{i}]"
+            obj, found = _policy(item, path) if var == VAR_POLICIES else _network(item, path, var == VAR_IB_NETWORKS)
             out += found
-            built[key].append(obj)
-    out += _duplicates(built["policies"], VAR_POLICIES, "SriovNetworkNodePolicy")
-    out += _duplicates(built["networks"] + built["ib_networks"], VAR_NETWORKS, "network")
+            built[var].append((path, obj))
+    out += _duplicates(built[VAR_POLICIES], "SriovNetworkNodePolicy")
+    out += _duplicates(built[VAR_NETWORKS] + built[VAR_IB_NETWORKS], "network")
     out += _operator_config(config, VAR_CONFIG)[1]
 
-    provided = _resource_names(built["policies"])
-    for var, objs, want in ((VAR_NETWORKS, built["networks"], "eth"), (VAR_IB_NETWORKS, built["ib_networks"], "ib")):
-        for i, obj in enumerate(objs):
+    provided = _resource_names([obj for _, obj in built[VAR_POLICIES]])
+    for var, want in ((VAR_NETWORKS, "eth"), (VAR_IB_NETWORKS, "ib")):
+        for path, obj in built[var]:
             resource = (obj.get("spec") or {}).get("resourceName")
             if not resource:
                 continue
@@ -940,7 +928,7 @@ def policy_input_findings(
                 out.append(
                     _bad(
                         "sriov-network-resource-unknown",
-                        f"{var}[{i}].resource_name",
+                        f"{path}.resource_name",
                         resource,
                         f"No policy in {VAR_POLICIES} provides resource {resource}: the network's pods would wait "
                         "for VFs that nothing advertises.",
@@ -954,7 +942,7 @@ def policy_input_findings(
                 out.append(
                     _bad(
                         "sriov-network-link-type-mismatch",
-                        f"{var}[{i}].resource_name",
+                        f"{path}.resource_name",
                         resource,
                         f"A {kind} needs {'InfiniBand' if want == 'ib' else 'Ethernet'} VFs, but the policies that "
                         f"provide {resource} have link_type {', '.join(sorted(provided[resource]))}.",

@@ -646,3 +646,24 @@ def _deployment(namespace: str, pod_label: str = "sriov-network-operator") -> di
 )
 def test_second_operator(deployments, expected):
     assert [f["id"] for f in sp.second_operator(deployments, "sriov-network-operator")] == expected
+
+
+@pytest.mark.parametrize(
+    ("networks", "ib_networks", "field"),
+    [
+        (
+            [{"name": "n", "resource_name": "roce0"}, {"name": "n", "resource_name": "roce0"}],
+            [],
+            "sriov_network_operator_networks[1].name",
+        ),
+        (
+            [{"name": "n", "resource_name": "roce0"}],
+            [{"name": "n", "resource_name": "rail0_ib"}],
+            "sriov_network_operator_ib_networks[0].name",
+        ),
+    ],
+)
+def test_duplicate_network_names_name_the_second(networks, ib_networks, field):
+    (f,) = sp.policy_input_findings([rail(), ETH], networks, ib_networks)
+    assert (f["id"], f["object"]["name"]) == ("sriov-duplicate-name", field)
+    assert "sriov_network_operator_networks[0]" in f["cause"]
