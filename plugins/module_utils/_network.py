@@ -509,7 +509,7 @@ def _selector_findings(key: str, i: int, item: Mapping[str, Any], keys: Sequence
                         "use the netdev names gpu_host_facts reports under nics[].netdevs.",
                     )
                 )
-    if not any(item.get(sel) for sel in keys) and not item.get("isRdma"):
+    if not any(item.get(sel) for sel in keys) and not ("pfNames" in keys and item.get("isRdma") is True):
         out.append(
             _bad(
                 "network-selector-missing",

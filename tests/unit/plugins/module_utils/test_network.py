@@ -352,6 +352,10 @@ V = "network_operator_"
         ),
         ({"rdma_shared_resources": []}, [("network-resources-missing", "error", V + "rdma_shared_resources")]),
         (
+            {"rdma_shared_resources": [{"name": "a", "rdmaHcaMax": 1, "isRdma": True}]},  # not an RDMA plugin selector
+            [("network-selector-missing", "error", V + "rdma_shared_resources[0]")],
+        ),
+        (
             {"mode": "host_device", "host_device_resources": [{"name": "host-dev", "vendors": ["15b3"]}]},
             [("network-resource-name-invalid", "error", V + "host_device_resources[0].name")],
         ),
