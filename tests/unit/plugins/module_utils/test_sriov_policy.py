@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy as sp
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
 
@@ -667,3 +669,109 @@ def test_duplicate_network_names_name_the_second(networks, ib_networks, field):
     (f,) = sp.policy_input_findings([rail(), ETH], networks, ib_networks)
     assert (f["id"], f["object"]["name"]) == ("sriov-duplicate-name", field)
     assert "sriov_network_operator_networks[0]" in f["cause"]
+
+
+# -- the builders' objects against the fixture chart's CRDs ----------------------------------------------------
+CRDS = Path(__file__).resolve().parents[4] / "tests/fixtures/charts/sriov-network-operator/1.6.0/crds"
+
+
+def _schema(plural: str) -> dict[str, Any]:
+    doc = yaml.safe_load((CRDS / f"sriovnetwork.openshift.io_{plural}.yaml").read_text())
+    return doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def _errors(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """What the structural schema refuses: unknown fields, types, enums, bounds, required keys."""
+    if schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
+        return []
+    kind = schema.get("type")
+    expect = {"object": dict, "array": list, "string": str, "boolean": bool, "integer": int}.get(kind or "")
+    if expect and (not isinstance(obj, expect) or (kind == "integer" and isinstance(obj, bool))):
+        return [f"{path}: not {kind}"]
+    out = []
+    if "enum" in schema and obj not in schema["enum"]:
+        out.append(f"{path}: {obj} not in enum")
+    if kind == "integer" and obj < schema.get("minimum", obj):
+        out.append(f"{path}: below minimum")
+    if kind == "integer" and obj > schema.get("maximum", obj):
+        out.append(f"{path}: above maximum")
+    if kind == "array":
+        for i, item in enumerate(obj):
+            out += _errors(item, schema.get("items", {}), f"{path}[{i}]")
+    if kind == "object" and path != ".metadata":
+        props = schema.get("properties", {})
+        out += [f"{path}: missing {k}" for k in schema.get("required", []) if k not in obj]
+        for key, value in obj.items():
+            if key in props:
+                out += _errors(value, props[key], f"{path}.{key}")
+            elif isinstance(schema.get("additionalProperties"), dict):
+                out += _errors(value, schema["additionalProperties"], f"{path}.{key}")
+            else:
+                out.append(f"{path}.{key}: unknown field")
+    return out
+
+
+@pytest.mark.parametrize(
+    ("obj", "plural"),
+    [
+        (sp.node_policy(rail(mtu=4000, priority=0, externally_managed=True), "ns"), "sriovnetworknodepolicies"),
+        (
+            sp.node_policy(rail(nic_selector={"root_devices": ["18:00.0"], "vendor": 8086}), "ns"),
+            "sriovnetworknodepolicies",
+        ),
+        (
+            sp.sriov_network(
+                {
+                    "name": "n",
+                    "resource_name": "r",
+                    "ipam": {},
+                    "vlan": 4096,
+                    "vlan_qos": 7,
+                    "vlan_proto": "802.1ad",
+                    "spoof_chk": True,
+                    "trust": False,
+                    "link_state": "auto",
+                    "min_tx_rate": 0,
+                    "max_tx_rate": 100,
+                    "capabilities": {"mac": True},
+                    "meta_plugins": "{}",
+                    "log_level": "",
+                    "log_file": "/tmp/x",
+                }
+            ),
+            "sriovnetworks",
+        ),
+        (
+            sp.sriov_ib_network({"name": "n", "resource_name": "r", "ipam": {}, "link_state": "disable"}),
+            "sriovibnetworks",
+        ),
+        (sp.operator_config(None), "sriovoperatorconfigs"),
+        (
+            sp.operator_config(
+                {
+                    "config_daemon_node_selector": {"a": "b"},
+                    "use_cdi": True,
+                    "disable_plugins": ["mellanox"],
+                    "enable_ovs_offload": False,
+                    "feature_gates": {"x": True},
+                    "log_level": 0,
+                }
+            ),
+            "sriovoperatorconfigs",
+        ),
+    ],
+)
+def test_builders_pass_the_fixture_crd_schema(obj, plural):
+    assert _errors(obj, _schema(plural)) == []
+
+
+def test_the_schema_check_can_fail():
+    policy = sp.node_policy(rail())
+    policy["spec"]["linkType"] = "ethernet"
+    policy["spec"]["numVfs"] = -1
+    policy["spec"]["nicSelector"]["deviceId"] = "1021"
+    assert _errors(policy, _schema("sriovnetworknodepolicies")) == [
+        ".spec.numVfs: below minimum",
+        ".spec.nicSelector.deviceId: unknown field",
+        ".spec.linkType: ethernet not in enum",
+    ]
