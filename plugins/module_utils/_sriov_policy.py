@@ -958,16 +958,45 @@ def _nic_name(nic: Mapping[str, Any]) -> str:
     return f"{netdev} ({nic.get('address')})"
 
 
-def _nic_line(host: str, nic: Mapping[str, Any]) -> str:
+def _nic_line(nic: Mapping[str, Any]) -> str:
     total = nic.get("sriov_totalvfs")
-    return "{}: {} {}:{} {}, sriov_totalvfs {}".format(
-        host,
+    return "{} {}:{} {}, sriov_totalvfs {}".format(
         _nic_name(nic),
         nic.get("vendor_id"),
         nic.get("device_id"),
         nic.get("link_layer") or "",
         "none (no SR-IOV)" if total is None else total,
     ).replace("  ", " ")
+
+
+_HOSTS = "\x00hosts\x00"  # stands for the hosts a finding holds on, until findings that differ only there merge
+_SHOWN_HOSTS = 3
+
+
+def _hosts_text(hosts: Sequence[str]) -> str:
+    """``host dgx-01``, ``hosts dgx-01, dgx-02``, ``hosts dgx-01, dgx-02, dgx-03 and 997 more``."""
+    shown = ", ".join(hosts[:_SHOWN_HOSTS])
+    more = f" and {len(hosts) - _SHOWN_HOSTS} more" if len(hosts) > _SHOWN_HOSTS else ""
+    return f"host{'s' if len(hosts) > 1 else ''} {shown}{more}"
+
+
+def _fill(value: Any, text: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(_HOSTS, text)
+    if isinstance(value, list):
+        return [_fill(v, text) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, text) for k, v in value.items()}
+    return value
+
+
+def _merge_hosts(per_host: Iterable[tuple[str, Finding]]) -> list[Finding]:
+    """Findings written with the hosts placeholder, one per host: those equal but for the host become one finding
+    that names its hosts (a uniform fleet of 1000 nodes gives one finding, not 1000), in first-seen order."""
+    groups: dict[str, tuple[Finding, list[str]]] = {}
+    for host, f in per_host:
+        groups.setdefault(json.dumps(f, sort_keys=True), (f, []))[1].append(host)
+    return [_fill(f, _hosts_text(hosts)) for f, hosts in groups.values()]
 
 
 def _netdevs(nic: Mapping[str, Any]) -> list[str]:
@@ -1012,10 +1041,10 @@ def _vf_range(spec: Mapping[str, Any], nic: Mapping[str, Any]) -> tuple[int, int
     return 0, int(spec.get("numVfs") or 0) - 1
 
 
-def _limit_findings(policy: str, host: str, nic: Mapping[str, Any], num: int) -> list[Finding]:
+def _limit_findings(policy: str, on: str, nic: Mapping[str, Any], num: int) -> list[Finding]:
     addr = nic.get("address") or "?"
     total = nic.get("sriov_totalvfs")
-    where = f"PF {_nic_name(nic)} on host {host}"
+    where = f"PF {_nic_name(nic)} on {on}"
     if total is None:
         return [
             _finding(
@@ -1023,7 +1052,7 @@ def _limit_findings(policy: str, host: str, nic: Mapping[str, Any], num: int) ->
                 "error",
                 "SriovNetworkNodePolicy",
                 policy,
-                [f"{host} {addr}: no sriov_totalvfs in sysfs"],
+                [f"{addr} on {on}: no sriov_totalvfs in sysfs"],
                 f"policy {policy} selects {where}, which has no SR-IOV capability (off in firmware or BIOS)",
                 "enable SR-IOV in the BIOS and the NIC firmware "
                 f"(mlxconfig -d {addr} set SRIOV_EN=1 NUM_OF_VFS={num}), or narrow the policy's nic_selector",
@@ -1060,10 +1089,10 @@ def _limit_findings(policy: str, host: str, nic: Mapping[str, Any], num: int) ->
     return out
 
 
-def _claims_findings(host: str, nic: Mapping[str, Any], claims: list[tuple[str, Mapping[str, Any]]]) -> list[Finding]:
+def _claims_findings(on: str, nic: Mapping[str, Any], claims: list[tuple[str, Mapping[str, Any]]]) -> list[Finding]:
     """Two or more policies on one PF: same VF count, disjoint VF ranges, same externally_managed (the operator
     merges them per PF: different counts make the result depend on priority and names)."""
-    where = f"PF {_nic_name(nic)} on host {host}"
+    where = f"PF {_nic_name(nic)} on {on}"
     out = []
     counts = {name: int(spec.get("numVfs") or 0) for name, spec in claims}
     if len(set(counts.values())) > 1:
@@ -1118,10 +1147,17 @@ def pf_ownership_findings(
     host: str, nic: Mapping[str, Any], claims: list[tuple[str, Mapping[str, Any]]], host_prep_vfs: int | None
 ) -> list[Finding]:
     """One owner per PF. host_prep owns a PF it lists (``host_prep_vfs`` is its count, None when not listed): the
-    policies on it must be externally managed and ask for at most that many VFs. Otherwise the operator's config
-    daemon owns it: an externally managed policy there has nobody creating its VFs."""
+    policies on it (``claims``: (policy name, spec)) must be externally managed and ask for at most that many VFs.
+    Otherwise the operator's config daemon owns it: an externally managed policy there has nobody creating its
+    VFs."""
+    return _ownership(f"host {host}", nic, claims, host_prep_vfs)
+
+
+def _ownership(
+    on: str, nic: Mapping[str, Any], claims: list[tuple[str, Mapping[str, Any]]], host_prep_vfs: int | None
+) -> list[Finding]:
     addr = str(nic.get("address"))
-    where = f"PF {_nic_name(nic)} on host {host}"
+    where = f"PF {_nic_name(nic)} on {on}"
     out = []
     for name, spec in claims:
         num = int(spec.get("numVfs") or 0)
@@ -1134,13 +1170,13 @@ def pf_ownership_findings(
                     "PCIDevice",
                     addr,
                     [
-                        f"{host}: {VAR_HOST_PREP} sets {host_prep_vfs} VFs",
+                        f"{VAR_HOST_PREP} on {on} sets {host_prep_vfs} VFs",
                         f"policy {name}: num_vfs {num}, externally_managed false",
                     ],
                     f"{where} has two owners: host_prep's sriov_vfs (and its boot-time udev rule) and the operator's "
                     f"config daemon (policy {name}) would both write sriov_numvfs",
                     f"either set externally_managed: true on policy {name} (host_prep keeps creating the VFs, the "
-                    f"operator only hands them out), or remove the PF from {VAR_HOST_PREP} on {host} (the operator "
+                    f"operator only hands them out), or remove the PF from {VAR_HOST_PREP} on {on} (the operator "
                     "creates them)",
                 )
             )
@@ -1151,10 +1187,10 @@ def pf_ownership_findings(
                     "error",
                     "PCIDevice",
                     addr,
-                    [f"{host}: {VAR_HOST_PREP} sets {host_prep_vfs} VFs", f"policy {name}: num_vfs {num}"],
+                    [f"{VAR_HOST_PREP} on {on} sets {host_prep_vfs} VFs", f"policy {name}: num_vfs {num}"],
                     f"policy {name} (externally managed) asks for {num} VFs of {where}, but host_prep creates "
                     f"{host_prep_vfs}: the operator refuses more VFs than exist",
-                    f"raise num_vfs for the PF in {VAR_HOST_PREP} on {host} to {num}, or lower the policy's num_vfs",
+                    f"raise num_vfs for the PF in {VAR_HOST_PREP} on {on} to {num}, or lower the policy's num_vfs",
                 )
             )
         elif host_prep_vfs is None and external:
@@ -1167,13 +1203,13 @@ def pf_ownership_findings(
                     "PCIDevice",
                     addr,
                     [
-                        f"{host}: {VAR_HOST_PREP} has no entry for this PF",
+                        f"{VAR_HOST_PREP} on {on} has no entry for this PF",
                         f"sriov_numvfs now: {current}",
                         f"policy {name}: num_vfs {num}",
                     ],
                     f"policy {name} is externally managed but nothing creates the VFs of {where}"
                     + ("" if missing else f" at boot (the {current} there now would be lost at the next reboot)"),
-                    f"add {{pf: {nic.get('netdev') or addr}, num_vfs: {num}}} to {VAR_HOST_PREP} on {host}, or set "
+                    f"add {{pf: {nic.get('netdev') or addr}, num_vfs: {num}}} to {VAR_HOST_PREP} on {on}, or set "
                     f"externally_managed: false on policy {name} so the operator creates them",
                 )
             )
@@ -1220,9 +1256,12 @@ def policy_host_findings(policies: Any, hosts: Mapping[str, Mapping[str, Any]]) 
                 )
             )
     claims: dict[tuple[str, str], tuple[Mapping[str, Any], list[tuple[str, Mapping[str, Any]]]]] = {}
+    per_host: list[tuple[str, Finding]] = []
     for name, spec in valid:
         selector = spec.get("nicSelector") or {}
-        selected_hosts, matched, lines = 0, False, []
+        selected: list[str] = []
+        matched = False
+        nics_seen: dict[str, list[str]] = {}  # NIC line -> hosts, for the evidence
         pf_present: set[str] = set()
         addr_present: set[str] = set()
         for host in names:
@@ -1230,26 +1269,31 @@ def policy_host_findings(policies: Any, hosts: Mapping[str, Mapping[str, Any]]) 
             facts = entry.get("facts")
             if not facts or not selects_node(spec.get("nodeSelector") or {}, entry.get("labels")):
                 continue
-            selected_hosts += 1
+            selected.append(host)
             for nic in facts.get("nics") or []:
-                lines.append(_nic_line(host, nic))
+                nics_seen.setdefault(_nic_line(nic), []).append(host)
                 pf_present.update(_netdevs(nic))
                 addr_present.add(str(nic.get("address")))
                 if not nic_selected(selector, nic):
                     continue
                 matched = True
-                out += _limit_findings(name, host, nic, int(spec["numVfs"]))
-                key = (host, str(nic.get("address")))
-                claims.setdefault(key, (nic, []))[1].append((name, spec))
-        have = lines or ["the selected hosts have no network PF"]
-        if selected_hosts == 0 and any((hosts[h] or {}).get("facts") for h in names):
+                per_host += [(host, f) for f in _limit_findings(name, _HOSTS, nic, int(spec["numVfs"]))]
+                claims.setdefault((host, str(nic.get("address"))), (nic, []))[1].append((name, spec))
+        have = [f"{line} on {_hosts_text(on)}" for line, on in nics_seen.items()] or [
+            "the selected hosts have no network PF"
+        ]
+        with_facts = [h for h in names if (hosts[h] or {}).get("facts")]
+        if not selected and with_facts:
             out.append(
                 _finding(
                     "sriov-policy-selects-no-host",
                     "error",
                     "SriovNetworkNodePolicy",
                     name,
-                    [f"node_selector: {_inputs.show(spec.get('nodeSelector'))}", "hosts: " + ", ".join(names)],
+                    [
+                        f"node_selector: {_inputs.show(spec.get('nodeSelector'))}",
+                        f"inventory: {_hosts_text(with_facts)}",
+                    ],
                     f"policy {name} selects no inventory host: its node_selector matches none of their node labels",
                     "fix the policy's node_selector, or label the nodes",
                 )
@@ -1287,12 +1331,12 @@ def policy_host_findings(policies: Any, hosts: Mapping[str, Mapping[str, Any]]) 
                 )
             )
     for (host, _addr), (nic, pf_claims) in sorted(claims.items()):
-        if len(pf_claims) > 1:
-            out += _claims_findings(host, nic, pf_claims)
         entry = hosts[host] or {}
         counts = _host_prep_counts(entry.get("facts") or {}, entry.get(VAR_HOST_PREP))
-        out += pf_ownership_findings(host, nic, pf_claims, counts.get(str(nic.get("address"))))
-    return out
+        found = _claims_findings(_HOSTS, nic, pf_claims) if len(pf_claims) > 1 else []
+        found += _ownership(_HOSTS, nic, pf_claims, counts.get(str(nic.get("address"))))
+        per_host += [(host, f) for f in found]
+    return out + _merge_hosts(per_host)
 
 
 def second_operator(deployments: Sequence[Mapping[str, Any]], namespace: str) -> list[Finding]:

@@ -395,17 +395,17 @@ RANGE_B = {"pf_names": ["ibp24s0#4-7"]}
     [
         ([rail()], DGX, []),
         ([rail(num_vfs=16)], DGX, []),
-        ([rail(num_vfs=17)], DGX, [("sriov-policy-vfs-above-limit", "error")] * 2),
+        ([rail(num_vfs=17)], DGX, [("sriov-policy-vfs-above-limit", "error")]),
         (
             [rail(num_vfs=200, nic_selector={"pf_names": ["enp59s0f0np0"]})],
             DGX,
-            [("sriov-policy-vfs-above-operator-limit", "error")] * 2,
+            [("sriov-policy-vfs-above-operator-limit", "error")],
         ),
         ([rail(nic_selector={"pf_names": ["ibp99s0"]})], DGX, [("sriov-policy-pf-unknown", "error")]),
         ([rail(nic_selector={"pf_names": ["ibp24s0", "ibp99s0"]})], DGX, [("sriov-policy-pf-unknown", "error")]),
         ([rail(nic_selector={"root_devices": ["0000:99:00.0"]})], DGX, [("sriov-policy-root-device-unknown", "error")]),
         ([rail(nic_selector={"vendor": "8086", "device_id": "1592"})], DGX, [("sriov-policy-matches-no-nic", "error")]),
-        ([rail(nic_selector={"pf_names": ["ens5f0"]})], DGX, [("sriov-policy-pf-not-capable", "error")] * 2),
+        ([rail(nic_selector={"pf_names": ["ens5f0"]})], DGX, [("sriov-policy-pf-not-capable", "error")]),
         (
             [rail(node_selector={"node-role.kubernetes.io/storage": ""})],
             DGX,
@@ -488,8 +488,8 @@ def test_pf_unknown_lists_the_hosts_pfs():
     assert f["object"] == {"kind": "SriovNetworkNodePolicy", "name": "rail0"}
     assert "ibp99s0" in f["cause"]
     assert f["evidence"] == [
-        "dgx-01: ibp24s0 (0000:18:00.0) 15b3:1021 InfiniBand, sriov_totalvfs 16",
-        "dgx-01: ens5f0 (0000:5e:00.0) 8086:1593 Ethernet, sriov_totalvfs none (no SR-IOV)",
+        "ibp24s0 (0000:18:00.0) 15b3:1021 InfiniBand, sriov_totalvfs 16 on host dgx-01",
+        "ens5f0 (0000:5e:00.0) 8086:1593 Ethernet, sriov_totalvfs none (no SR-IOV) on host dgx-01",
     ]
 
 
@@ -510,7 +510,7 @@ def test_findings_show_values_not_python_reprs():
     ]
     found = sp.policy_input_findings(bad, [{"name": "n", "resource_name": None, "ipam": 3}], source="both")
     found += sp.policy_host_findings([rail(num_vfs=17), rail(name="r2", num_vfs=4)], DGX)
-    assert len(found) > 15
+    assert len(found) > 12
     for f in found:
         assert set(f) == {"id", "severity", "object", "evidence", "cause", "fix"}
         assert f["severity"] in ("error", "warning", "info")
@@ -775,3 +775,19 @@ def test_the_schema_check_can_fail():
         ".spec.nicSelector.deviceId: unknown field",
         ".spec.linkType: ethernet not in enum",
     ]
+
+
+def test_a_uniform_fleet_gives_one_finding_per_rule():
+    fleet = {f"dgx-{i:04d}": host(IB0, IB1, host_prep=[{"pf": "ibp24s0", "num_vfs": 8}]) for i in range(1000)}
+    fleet["odd-node"] = host(dict(IB0, address="0000:99:00.0"), IB1)  # another PF address: its own finding
+    found = sp.policy_host_findings([rail(num_vfs=17)], fleet)
+    assert ids(found) == [
+        ("sriov-pf-two-owners", "error"),
+        ("sriov-policy-vfs-above-limit", "error"),
+        ("sriov-policy-vfs-above-limit", "error"),
+    ]
+    above = [f for f in found if f["id"] == "sriov-policy-vfs-above-limit"]
+    assert "on hosts dgx-0000, dgx-0001, dgx-0002 and 997 more" in above[0]["cause"]
+    assert "PF ibp24s0 (0000:99:00.0) on host odd-node" in above[1]["cause"]
+    (owners,) = [f for f in found if f["id"] == "sriov-pf-two-owners"]
+    assert owners["evidence"][0] == "host_prep_sriov_vfs on hosts dgx-0000, dgx-0001, dgx-0002 and 997 more sets 8 VFs"
