@@ -610,7 +610,8 @@ def _network(net: Any, var: str, ib: bool) -> tuple[Obj, list[Finding]]:
 
 def _ethernet_fields(net: Mapping[str, Any], var: str, spec: dict[str, Any]) -> list[Finding]:
     out = []
-    for key, low, high in (("vlan", 0, 4096), ("vlan_qos", 0, 7), ("min_tx_rate", 0, None), ("max_tx_rate", 0, None)):
+    # vlan: the v1.6.0 CRD allows 0-4096, the copy bundled in the Network Operator v26.4.1 0-4094 (802.1Q's range)
+    for key, low, high in (("vlan", 0, 4094), ("vlan_qos", 0, 7), ("min_tx_rate", 0, None), ("max_tx_rate", 0, None)):
         value = net.get(key)
         if value is None:
             continue
