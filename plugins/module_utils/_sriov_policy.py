@@ -919,7 +919,7 @@ def policy_input_findings(
     out += _duplicates(built[VAR_NETWORKS] + built[VAR_IB_NETWORKS], "network")
     out += _operator_config(config, VAR_CONFIG)[1]
 
-    provided = _resource_names([obj for _, obj in built[VAR_POLICIES]])
+    provided = _resource_names([obj for _where, obj in built[VAR_POLICIES]])
     for var, want in ((VAR_NETWORKS, "eth"), (VAR_IB_NETWORKS, "ib")):
         for path, obj in built[var]:
             resource = (obj.get("spec") or {}).get("resourceName")
@@ -1036,7 +1036,7 @@ def selects_node(node_selector: Mapping[str, str], labels: Mapping[str, Any] | N
 def _vf_range(spec: Mapping[str, Any], nic: Mapping[str, Any]) -> tuple[int, int]:
     names = set(_netdevs(nic))
     for entry in (spec.get("nicSelector") or {}).get("pfNames") or []:
-        name, first, last, _ = _pf_range(entry)
+        name, first, last, _ranged = _pf_range(entry)
         if name in names and first is not None and last is not None:
             return first, last
     return 0, int(spec.get("numVfs") or 0) - 1
@@ -1222,7 +1222,7 @@ def _host_prep_counts(facts: Mapping[str, Any], requests: Any) -> dict[str, int]
     findings)."""
     if not isinstance(requests, list):
         return {}
-    resolved, _ = _host_rules.resolve_sriov(dict(facts), [dict(r) for r in requests if isinstance(r, Mapping)])
+    resolved, _problems = _host_rules.resolve_sriov(dict(facts), [dict(r) for r in requests if isinstance(r, Mapping)])
     return {r["address"]: r["num_vfs"] for r in resolved}
 
 
