@@ -219,6 +219,17 @@ def config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def from_variables(variables: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The role's ``network_operator_*`` variables as ``cfg``: the prefix stripped, only the keys of
+    :data:`DEFAULTS` (the role's other variables - release, chart, kubeconfig - are not this module's)."""
+    out: dict[str, Any] = {}
+    for name, value in (variables or {}).items():
+        key = str(name)[len(PREFIX) :] if str(name).startswith(PREFIX) else None
+        if key in DEFAULTS:
+            out[key] = value
+    return out
+
+
 def _var(key: str, *path: str | int) -> str:
     """``network_operator_rdma_shared_resources[0].name``."""
     out = PREFIX + key

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
+from ansible_collections.gpuops.platform.plugins.module_utils import _network
+
 Obj = dict[str, Any]
 Unmet = Optional[str]  # noqa: UP045 - a runtime alias: module_utils still import on Python 3.9
 T = TypeVar("T")
@@ -148,6 +150,39 @@ KINDS: dict[str, Kind] = {
         device_config,
         "check the *-device-plugin pods of the AMD operator namespace and the NFD label "
         "feature.node.kubernetes.io/amd-gpu on the nodes",
+    ),
+    "NicClusterPolicy": Kind(
+        "mellanox.com",
+        "v1alpha1",
+        "nicclusterpolicies",
+        False,
+        _network.nic_cluster_policy_ready,
+        "read status.appliedStates of the NicClusterPolicy and the network-operator pod's log; the operand "
+        "DaemonSets run only on nodes labelled feature.node.kubernetes.io/pci-15b3.present=true",
+    ),
+    "MacvlanNetwork": Kind(
+        "mellanox.com",
+        "v1alpha1",
+        "macvlannetworks",
+        False,
+        _network.network_ready,
+        "read the network's status.reason; its NetworkAttachmentDefinition goes to spec.networkNamespace",
+    ),
+    "HostDeviceNetwork": Kind(
+        "mellanox.com",
+        "v1alpha1",
+        "hostdevicenetworks",
+        False,
+        _network.network_ready,
+        "read the network's status.reason; its NetworkAttachmentDefinition goes to spec.networkNamespace",
+    ),
+    "IPoIBNetwork": Kind(
+        "mellanox.com",
+        "v1alpha1",
+        "ipoibnetworks",
+        False,
+        _network.network_ready,
+        "read the network's status.reason; its NetworkAttachmentDefinition goes to spec.networkNamespace",
     ),
     "DaemonSet": Kind(
         "apps",

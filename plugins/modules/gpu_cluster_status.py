@@ -74,7 +74,9 @@ options:
         seconds; then diagnose the last look.
       - Readiness per kind - C(ClusterPolicy) C(status.state) is V(ready); C(DeviceConfig) the device plugin is
         available on every node matching its selector; C(DaemonSet) scheduled on at least one node with every
-        pod updated and ready; C(Deployment) C(spec.replicas) available and updated; a GPU node is C(Ready) and
+        pod updated and ready; C(Deployment) C(spec.replicas) available and updated; C(NicClusterPolicy)
+        C(status.state) is V(ready) and every section of its spec has its C(status.appliedStates) entry V(ready);
+        C(MacvlanNetwork), C(HostDeviceNetwork), C(IPoIBNetwork) C(status.state) is V(ready); a GPU node is C(Ready) and
         advertises at least one GPU (or its operands are disabled by C(nvidia.com/gpu.deploy.operands=false)).
       - At the timeout the module fails, naming every object (and node) not ready and the condition it does not
         meet, followed by the error findings that explain why; RV(wait) holds the same as data.
@@ -106,7 +108,9 @@ options:
             description: Kind of the object.
             type: str
             required: true
-            choices: [ClusterPolicy, DaemonSet, DeviceConfig, Deployment]
+            choices:
+              [ClusterPolicy, DaemonSet, DeviceConfig, Deployment, HostDeviceNetwork, IPoIBNetwork, MacvlanNetwork,
+               NicClusterPolicy]
           name:
             description: Name of the object; all of the kind when not set.
             type: str

@@ -1,0 +1,77 @@
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: network_operator_objects
+short_description: What the network_operator role applies, built from its variables
+version_added: 0.2.0
+author: gpuops.platform maintainers
+description:
+  - The builders of the NVIDIA Network Operator role (in the collection's private module_utils C(_network)) - the
+    chart values the role owns, the NicClusterPolicy C(nic-cluster-policy) (the only name the operator reconciles)
+    and the nv-ipam IPPools and MacvlanNetwork / HostDeviceNetwork / IPoIBNetwork objects in apply order.
+  - Check the variables with C(gpuops.platform.network_input_findings) first; this builds, it does not judge.
+options:
+  _input:
+    description:
+      - The role's variables, keyed by their full names (C(network_operator_mode), ...); C(network_operator_nfd_managed)
+        is the collection's C(gpuops_nfd_managed).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Apply the NicClusterPolicy
+  kubernetes.core.k8s:
+    definition: "{{ (network_operator_variables | gpuops.platform.network_operator_objects).nic_cluster_policy }}"
+    apply: true
+"""
+
+RETURN = r"""
+_value:
+  description: The built objects.
+  type: dict
+  contains:
+    chart_values:
+      description: The chart values the role owns (C(nfd.enabled), C(sriovNetworkOperator.enabled)).
+      type: dict
+    nic_cluster_policy:
+      description: The NicClusterPolicy.
+      type: dict
+    ip_pools:
+      description: The nv-ipam IPPools (in the operator's namespace).
+      type: list
+      elements: dict
+    networks:
+      description: The MacvlanNetworks, HostDeviceNetworks and IPoIBNetworks (cluster-scoped).
+      type: list
+      elements: dict
+"""
+
+from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+
+from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
+
+
+def network_operator_objects(variables):
+    if not isinstance(variables, Mapping):
+        raise AnsibleFilterError(
+            f"network_operator_objects expects a dict of network_operator_* variables, got {type(variables).__name__}"
+        )
+    cfg = _network.from_variables(variables)
+    objects = _network.network_objects(cfg)
+    return {
+        "chart_values": _network.chart_values(cfg),
+        "nic_cluster_policy": _network.nic_cluster_policy(cfg),
+        "ip_pools": [o for o in objects if o["kind"] == "IPPool"],
+        "networks": [o for o in objects if o["kind"] != "IPPool"],
+    }
+
+
+class FilterModule:
+    def filters(self):
+        return {"network_operator_objects": network_operator_objects}
