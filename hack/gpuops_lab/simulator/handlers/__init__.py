@@ -4,6 +4,7 @@ goes in its own module here and is appended to the list.
 
 - `nvidia.ClusterPolicyHandler`: the NVIDIA GPU Operator (ClusterPolicy nvidia.com/v1).
 - `amd.DeviceConfigHandler`: the AMD GPU Operator (DeviceConfig amd.com/v1alpha1).
+- `network.NicClusterPolicyHandler`: the NVIDIA Network Operator (NicClusterPolicy mellanox.com/v1alpha1).
 - `nfd.NfdWorkerHandler`: nfd-worker (a NodeFeature per node, from its hardware profile); the lab's real
   nfd-master turns them into node labels.
 
@@ -17,9 +18,15 @@ from __future__ import annotations
 
 from ..framework import Handler
 from .amd import DeviceConfigHandler
+from .network import NicClusterPolicyHandler
 from .nfd import NfdWorkerHandler
 from .nvidia import ClusterPolicyHandler
 
-BUILTIN_HANDLERS: list[type[Handler]] = [NfdWorkerHandler, ClusterPolicyHandler, DeviceConfigHandler]
+BUILTIN_HANDLERS: list[type[Handler]] = [
+    NfdWorkerHandler,
+    ClusterPolicyHandler,
+    DeviceConfigHandler,
+    NicClusterPolicyHandler,
+]
 
 __all__ = ["BUILTIN_HANDLERS"]
