@@ -285,9 +285,29 @@ def daemonset_manifest(
     return with_applied_hash(manifest, APPLIED_HASH_ANNOTATION)
 
 
-def selects(ds: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    sel = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector") or {}
-    return all(labels.get(k) == v for k, v in sel.items())
+def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    """The scheduler's rule: a toleration matches a taint by key (Exists: any value; Equal: the same value; an
+    empty key with Exists matches every taint) and effect (empty: every effect)."""
+    for tol in tolerations:
+        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+            continue
+        if tol.get("operator") == "Exists":
+            if not tol.get("key") or tol.get("key") == taint.get("key"):
+                return True
+        elif tol.get("key") == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def selects(ds: Mapping[str, Any], node: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> bool:
+    """Whether the DaemonSet runs a pod on the node: its nodeSelector matches the labels (default the node's) and
+    its tolerations cover the node's NoSchedule/NoExecute taints."""
+    pod_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    labels = labels_of(node) if labels is None else labels
+    if not all(labels.get(k) == v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
+        return False
+    taints = [t for t in (node.get("spec") or {}).get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute")]
+    return all(tolerates(pod_spec.get("tolerations") or (), t) for t in taints)
 
 
 class NicClusterPolicyHandler(Handler):
@@ -458,7 +478,7 @@ class NicClusterPolicyHandler(Handler):
             nic_node = labels.get(NIC_LABEL) == "true"
             driver_ready = "ofedDriver" not in wanted
             for section, ds in applied:
-                if not selects(ds, labels):
+                if not selects(ds, node, labels):
                     continue
                 pod = pods.get((name, ds["metadata"]["name"]))
                 plan = PodPlan()
@@ -482,7 +502,7 @@ class NicClusterPolicyHandler(Handler):
                 plugin_labels = {**labels, MOFED_WAIT_LABEL: "false"}
                 for section, ds in applied:
                     pod = pods.get((name, ds["metadata"]["name"]))
-                    if not selects(ds, plugin_labels) or pod is None or not is_pod_ready(pod):
+                    if not selects(ds, node, plugin_labels) or pod is None or not is_pod_ready(pod):
                         continue
                     config = section_spec(spec, section).get("config")
                     if section == "rdmaSharedDevicePlugin":

@@ -22,6 +22,7 @@ from gpuops_lab.simulator.handlers.network import (
     rdma_resources,
     selector_matches,
     sriov_resources,
+    tolerates,
 )
 
 NS = "nvidia-network-operator"
@@ -105,8 +106,10 @@ def test_resources_from_the_plugin_configs():
 
 
 # -- the handler against the fake client ---------------------------------------------------------------------
-def _selected(tpl: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+def _selected(tpl: Mapping[str, Any], labels: Mapping[str, str], taints: list[dict[str, Any]] = ()) -> bool:
     spec = tpl["spec"]
+    if not all(tolerates(spec.get("tolerations") or (), t) for t in taints if t.get("effect") == "NoSchedule"):
+        return False
     terms = (
         (spec.get("affinity") or {})
         .get("nodeAffinity", {})
@@ -128,7 +131,7 @@ def play_daemonsets(client: FakeKubeClient) -> None:
         for node in nodes:
             name = f"{ds['metadata']['name']}-{node['metadata']['name']}"
             existing = client.obj("v1", "Pod", name, key.namespace)
-            selected = _selected(tpl, node["metadata"]["labels"])
+            selected = _selected(tpl, node["metadata"]["labels"], (node.get("spec") or {}).get("taints") or [])
             if selected and existing is None:
                 client.add(
                     make_pod(
@@ -241,6 +244,35 @@ def test_policy_ready_and_dgx_advertises_rdma(lab):
     writes = len(lab.client.writes)
     lab.settle(2)
     assert lab.client.writes[writes:] == []
+
+
+def test_a_tainted_control_plane_node_is_not_waited_for(lab):
+    lab.client.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "cp", "labels": {"node-role.kubernetes.io/control-plane": ""}},
+            "spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]},
+            "status": {"capacity": {}, "allocatable": {}},
+        }
+    )
+    lab.policy()
+    lab.settle()
+    assert lab.client.obj("v1", "Pod", "kube-multus-ds-cp", NS) is None
+    assert lab.status()["state"] == "ready"
+    # tolerated through spec.tolerations: the multus pod lands there, and is waited for
+    assert tolerates(
+        [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}],
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+    )
+    assert not tolerates(
+        [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+    )
+    assert tolerates([{"operator": "Exists"}], {"key": "x", "effect": "NoExecute"})
+    assert tolerates(
+        [{"key": "a", "value": "b", "effect": "NoSchedule"}], {"key": "a", "value": "b", "effect": "NoSchedule"}
+    )
 
 
 def test_only_nic_cluster_policy_is_reconciled(lab):
