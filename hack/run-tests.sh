@@ -70,37 +70,107 @@ lab_down() { [ $was_up -eq 1 ] || lab down; }
 
 do_integration() { pytest_strict tests/integration hack/tests/integration -q -p no:cacheprovider --durations=25; }
 
-do_molecule() {
+do_molecule() { # every scenario, one after the other (`make molecule`)
+  local s all=()
+  for s in molecule/*/molecule.yml; do all+=("$(basename "$(dirname "$s")")"); done
+  do_molecule_scenarios "${all[@]}"
+}
+
+do_molecule_scenarios() { # do_molecule_scenarios SCENARIO...
   local s rc=0
-  for s in molecule/*/molecule.yml; do
-    s=$(basename "$(dirname "$s")")
+  for s in "$@"; do
     (cd "$repo" && molecule test -s "$s") || { echo "molecule scenario $s failed"; rc=1; }
   done
   return $rc
 }
 
-# A second lab for the molecule scenarios, so they run while the integration tests use the first one (most of
-# both stages is waiting on the API server, Helm and the simulated kubelet, not CPU). Its own state directory and
-# ports; the molecule configs follow GPUOPS_LAB_STATE and GPUOPS_LAB_CHART_REPO_PORT.
-second_lab_env() {
-  export GPUOPS_LAB_STATE="$repo/.state/lab-molecule" GPUOPS_LAB_ETCD_PORT=24790 GPUOPS_LAB_ETCD_PEER_PORT=24800 \
-    GPUOPS_LAB_APISERVER_PORT=17443 GPUOPS_LAB_KCM_PORT=21257 GPUOPS_LAB_SCHEDULER_PORT=21259 \
-    GPUOPS_LAB_CHART_REPO_PORT=19879 GPUOPS_LAB_NFD_MASTER_PORT=21290
+# `all` runs three streams at once, each against its own lab (most of the lab stages is waiting on the API
+# server, Helm and the simulated kubelet, not CPU): the checks (lint, sanity, unit) then some molecule scenarios
+# on lab "c"; the integration tests on the default lab; the other molecule scenarios on lab "b". Each lab has
+# its own state directory and ports; the molecule configs follow GPUOPS_LAB_STATE and GPUOPS_LAB_CHART_REPO_PORT.
+lab_env() { # lab_env b|c
+  local base
+  case $1 in b) base=1000 ;; c) base=4000 ;; esac
+  export GPUOPS_LAB_STATE="$repo/.state/lab-$1" GPUOPS_LAB_ETCD_PORT=$((23790 + base)) \
+    GPUOPS_LAB_ETCD_PEER_PORT=$((23800 + base)) GPUOPS_LAB_APISERVER_PORT=$((16443 + base)) \
+    GPUOPS_LAB_KCM_PORT=$((20257 + base)) GPUOPS_LAB_SCHEDULER_PORT=$((20259 + base)) \
+    GPUOPS_LAB_CHART_REPO_PORT=$((18879 + base)) GPUOPS_LAB_NFD_MASTER_PORT=$((20290 + base))
 }
 
-molecule_on_second_lab() { # writes .state/molecule.{log,rc,took}; run in the background by `all`
-  local t0 rc
-  t0=$(date +%s.%N)
+molecule_on() { # molecule_on b|c SCENARIO...: a lab of its own, up, the scenarios, down
+  local rc
   (
-    second_lab_env
-    lab up --inventory-nodes && do_molecule
+    lab_env "$1"; shift
+    lab up --inventory-nodes && do_molecule_scenarios "$@"
     rc=$?
     lab down >/dev/null 2>&1
     exit $rc
-  ) > .state/molecule.log 2>&1
+  )
+}
+
+# Lab "c" takes these after the checks; lab "b" every other scenario (a new scenario lands there).
+MOLECULE_C=(amd_gpu_operator gpuops)
+molecule_b_scenarios() {
+  local s
+  for s in molecule/*/molecule.yml; do
+    s=$(basename "$(dirname "$s")")
+    [[ " ${MOLECULE_C[*]} " == *" $s "* ]] || echo "$s"
+  done
+}
+
+timed() { # timed NAME CMD...: runs CMD with its output in .state/stages/NAME.log; writes NAME.took and NAME.rc
+  local name=$1 t0 rc; shift
+  t0=$(date +%s.%N)
+  "$@" > ".state/stages/$name.log" 2>&1
   rc=$?
-  python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)" > .state/molecule.took
-  echo $rc > .state/molecule.rc
+  python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)" \
+    > ".state/stages/$name.took"
+  echo $rc > ".state/stages/$name.rc"
+  return $rc
+}
+
+stream_checks() { timed lint do_lint; timed sanity do_sanity; timed unit do_unit; timed molecule-c molecule_on c "${MOLECULE_C[@]}"; }
+stream_integration() { timed lab-up lab_up && timed integration do_integration; timed lab-down lab_down; }
+stream_molecule() { mapfile -t b < <(molecule_b_scenarios); timed molecule-b molecule_on b "${b[@]}"; }
+
+run_all() { # the three streams; each stage's output is printed, in this order, as soon as it has finished
+  local names=(lint sanity unit lab-up integration lab-down molecule-b molecule-c) n shown=() rc
+  rm -rf .state/stages && mkdir -p .state/stages
+  stream_checks & stream_integration & stream_molecule &
+  while :; do
+    for n in "${names[@]}"; do
+      [[ " ${shown[*]} " == *" $n "* ]] && continue
+      [ -f ".state/stages/$n.rc" ] || break  # print in order: wait for this one
+      printf '\n===== %s =====\n' "$n"
+      cat ".state/stages/$n.log"
+      rc=$(cat ".state/stages/$n.rc")
+      took[$n]=$(cat ".state/stages/$n.took")
+      order+=("$n")
+      shown+=("$n")
+      if [ "$rc" != 0 ]; then echo "FAILED: stage $n (exit $rc)"; fail=1; fi
+    done
+    [ ${#shown[@]} -eq ${#names[@]} ] && break
+    # every stream has ended: print what is left; a stage that never ran (no integration after a failed
+    # lab-up) is a failure
+    if [ -z "$(jobs -rp)" ]; then
+      for n in "${names[@]}"; do
+        [[ " ${shown[*]} " == *" $n "* ]] && continue
+        if [ -f ".state/stages/$n.rc" ]; then
+          printf '\n===== %s =====\n' "$n"
+          cat ".state/stages/$n.log"
+          took[$n]=$(cat ".state/stages/$n.took")
+          order+=("$n")
+          [ "$(cat ".state/stages/$n.rc")" = 0 ] || { echo "FAILED: stage $n"; fail=1; }
+        else
+          echo "FAILED: stage $n did not run"
+          fail=1
+        fi
+      done
+      break
+    fi
+    sleep 5
+  done
+  wait
 }
 
 what=${1:-all}
@@ -110,25 +180,7 @@ case "$what" in
   unit) stage unit do_unit ;;
   integration) stage lab-up lab_up && stage integration do_integration; lab_down ;;
   molecule) stage lab-up lab_up && stage molecule do_molecule; lab_down ;;
-  all)
-    mkdir -p .state
-    rm -f .state/molecule.rc .state/molecule.took
-    molecule_on_second_lab &
-    mpid=$!
-    stage lint do_lint
-    stage sanity do_sanity
-    stage unit do_unit
-    if stage lab-up lab_up; then
-      stage integration do_integration
-    fi
-    stage lab-down lab_down
-    printf '\n===== molecule (second lab, alongside the stages above) =====\n'
-    wait $mpid
-    cat .state/molecule.log
-    took[molecule]=$(cat .state/molecule.took 2>/dev/null || echo 0)
-    order+=(molecule)
-    if [ "$(cat .state/molecule.rc 2>/dev/null || echo 1)" != 0 ]; then echo "FAILED: stage molecule"; fail=1; fi
-    ;;
+  all) run_all ;;
   *) echo "usage: run-tests.sh [all|lint|sanity|unit|integration|molecule]" >&2; exit 2 ;;
 esac
 

@@ -59,12 +59,16 @@ def _env(cluster, tmp_path) -> dict:
 def env(cluster, tmp_path):
     e = _env(cluster, tmp_path)
     yield e
-    play(e["inv"], e["pb"], "-e", json.dumps({"gpu_operator_state": "absent"}))
+    # uninstall whatever the test left (a test that ends with its own uninstall, asserted, leaves nothing)
+    namespaces = [n.metadata.name for n in client.CoreV1Api(cluster.api_client).list_namespace().items]
+    if releases(e["ns"]) or cluster_policy(cluster.api_client) is not None or e["ns"] in namespaces:
+        play(e["inv"], e["pb"], "-e", json.dumps({"gpu_operator_state": "absent"}))
 
 
 @pytest.fixture
 def inputs_env(cluster, tmp_path):
-    """For runs that must stop at the inputs check: nothing to uninstall (each test asserts no release)."""
+    """For runs that install nothing (the inputs check stops them, or --check): nothing to uninstall (each test
+    asserts no release)."""
     return _env(cluster, tmp_path)
 
 
@@ -154,7 +158,8 @@ def test_bad_values_fail_before_any_change(inputs_env, extra, expect):
     assert releases(inputs_env["ns"]) == []
 
 
-def test_an_unreachable_mirror_fails_before_any_release(env):
+def test_an_unreachable_mirror_fails_before_any_release(inputs_env):
+    env = inputs_env  # nothing is installed (asserted below), so there is nothing to uninstall afterwards
     r = play(env["inv"], env["pb"], "-e", json.dumps({"gpuops_chart_repo_mirror": "http://127.0.0.1:9/charts"}))
     assert r.returncode != 0
     out = " ".join(r.stdout.split())
@@ -218,7 +223,8 @@ def test_the_run_checks_every_roles_inputs_before_nfd_changes_anything(inputs_en
     assert elapsed < 30, f"the preflight took {elapsed:.0f}s"
 
 
-def test_unknown_user_value_key_is_reported(env):
+def test_unknown_user_value_key_is_reported(inputs_env):
+    env = inputs_env  # --check: nothing is installed (asserted below)
     r = play(
         env["inv"],
         env["pb"],
@@ -227,6 +233,7 @@ def test_unknown_user_value_key_is_reported(env):
         json.dumps({"gpu_operator_values": {"driver": {"rdma": {"enabeld": True}}}}),
     )
     assert "driver.rdma.enabeld" in r.stdout and "are not in chart gpu-operator" in r.stdout, r.stdout[-3000:]
+    assert releases(env["ns"]) == []
 
 
 def test_lifecycle(env, add_nodes, core):
