@@ -3,8 +3,9 @@
 It keeps objects per kind with a global resourceVersion counter, an event history per kind for watches
 (`compact()` drops it, so watching from an older resourceVersion gets 410 Gone), approximates merge,
 strategic-merge (conditions/addresses merge by `type`, other lists are replaced) and server-side apply
-(deep merge), deletes dependents by ownerReferences, records every write in `writes`, and can be told
-to fail the next calls of an operation (`fail_next`).
+(deep merge; map keys a field manager applied before and leaves out now are removed, as the API server
+does for the fields that manager owns), deletes dependents by ownerReferences, records every write in
+`writes`, and can be told to fail the next calls of an operation (`fail_next`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             out[k] = merge_patch(out.get(k), v)
     return out
+
+
+def prune_unapplied(obj: Any, before: Any, after: Any) -> None:
+    """Remove from `obj` the map keys the previous apply (`before`) set and this one (`after`) does not."""
+    if not (isinstance(obj, dict) and isinstance(before, Mapping) and isinstance(after, Mapping)):
+        return
+    for k, v in before.items():
+        if k not in after:
+            obj.pop(k, None)
+        else:
+            prune_unapplied(obj.get(k), v, after[k])
 
 
 def strategic_merge_patch(target: Any, patch: Any, field: str | None = None) -> Any:
@@ -134,6 +146,7 @@ class FakeKubeClient:
         self.writes: list[tuple[str, str, str, Any]] = []  # (verb, kind, key, body)
         self.calls: list[tuple[str, str]] = []  # (verb, kind) of every call
         self._failures: dict[str, list[BaseException]] = {}
+        self._applied: dict[tuple[str, str, Key, str], Obj] = {}  # last apply per object and field manager
         self.watches_opened = 0
 
     # -- test helpers ------------------------------------------------------------------------------
@@ -258,9 +271,15 @@ class FakeKubeClient:
             key = self._key(av, kind, manifest)
             self.writes.append(("apply", kind, str(key), copy.deepcopy(dict(manifest))))
             store = self.objects.setdefault((av, kind), {})
+            applied = {k: v for k, v in manifest.items() if k != "status"}
+            before = self._applied.get((av, kind, key, field_manager))
+            self._applied[(av, kind, key, field_manager)] = copy.deepcopy(applied)
             if key not in store:
                 return self._create(manifest, record=False)
-            obj = strategic_merge_patch(store[key], {k: v for k, v in manifest.items() if k != "status"})
+            obj = copy.deepcopy(store[key])
+            if before is not None:
+                prune_unapplied(obj, before, applied)
+            obj = strategic_merge_patch(obj, applied)
             if obj != store[key]:
                 obj["metadata"]["generation"] = int(obj["metadata"].get("generation", 1)) + 1
                 self._bump(obj)
@@ -311,6 +330,8 @@ class FakeKubeClient:
 
     def _remove(self, store: dict[Key, Obj], key: Key) -> None:
         obj = store.pop(key)
+        for applied in [a for a in self._applied if a[:3] == (obj["apiVersion"], obj["kind"], key)]:
+            del self._applied[applied]
         self._bump(obj)
         self._event("DELETED", obj)
         uid = obj["metadata"].get("uid")

@@ -1,7 +1,8 @@
 """The GPU operator simulators against the real control plane: the ClusterPolicy handler labels GPU nodes,
 creates the operand DaemonSets (made real by the DaemonSet controller, the scheduler and kwok), advertises
-`nvidia.com/gpu` with GFD labels once its pods are ready, honours a fault, ignores a second ClusterPolicy
-and cleans up after deletion; the DeviceConfig handler advertises `amd.com/gpu`.
+`nvidia.com/gpu` once its pods are ready, publishes GFD's labels in a NodeFeature that the lab's real
+nfd-master puts on the node (and removes when GFD or the ClusterPolicy goes), honours a fault, ignores a
+second ClusterPolicy and cleans up after deletion; the DeviceConfig handler advertises `amd.com/gpu`.
 
 Double reconciliation: the lab's own simulator process runs the built-in handlers, which act only on
 objects WITHOUT the label `sim.gpuops.io/instance`. Each test runs its own handler instance in-process
@@ -21,10 +22,16 @@ from typing import Any
 
 import pytest
 from gpuops_lab.k8s import ensure_crd, wait_for
+from gpuops_lab.nodes import NFD_FEATURE_LABELS_ANNOTATION
 from gpuops_lab.simulator.faults import FAULTS_ANNOTATION
 from gpuops_lab.simulator.framework import RealClient, Simulator
 from gpuops_lab.simulator.handlers.amd import DeviceConfigHandler
-from gpuops_lab.simulator.handlers.nvidia import INSTANCE_LABEL, NODE_OWNER_ANNOTATION, ClusterPolicyHandler
+from gpuops_lab.simulator.handlers.nvidia import (
+    INSTANCE_LABEL,
+    NODE_NAME_LABEL,
+    NODE_OWNER_ANNOTATION,
+    ClusterPolicyHandler,
+)
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[3]
@@ -32,7 +39,12 @@ CP_CRD = REPO / "tests/fixtures/charts/gpu-operator/v26.7.0/crds/nvidia.com_clus
 DC_CRD = REPO / "tests/fixtures/charts/amd-gpu-operator/v1.5.1/crds/deviceconfig-crd.yaml"
 CP = ("nvidia.com", "v1", "clusterpolicies")
 DC = ("amd.com", "v1alpha1", "deviceconfigs")
+NF = ("nfd.k8s-sigs.io", "v1alpha1", "nodefeatures")
 WAIT = 60.0
+# labels that go through nfd-master: it batches node updates, and its reflectors back off (about 30 s plus
+# jitter) after another test's NFD uninstall deleted the CRDs
+NFD_WAIT = 90.0
+PRODUCT = "nvidia.com/gpu.product"
 
 
 def _simulator(cluster: Any, handler: Any) -> Iterator[Simulator]:
@@ -118,6 +130,20 @@ def _labels(core: client.CoreV1Api, name: str, prefix: str = "nvidia.com/") -> d
     return {k: v for k, v in (_node(core, name).metadata.labels or {}).items() if k.startswith(prefix)}
 
 
+def _nfd_labels(core: client.CoreV1Api, name: str) -> list[str]:
+    """The labels nfd-master says it manages on the node (its annotation)."""
+    return ((_node(core, name).metadata.annotations or {}).get(NFD_FEATURE_LABELS_ANNOTATION) or "").split(",")
+
+
+def _gfd_feature(custom: client.CustomObjectsApi, namespace: str, node: str) -> dict | None:
+    try:
+        return custom.get_namespaced_custom_object(NF[0], NF[1], namespace, NF[2], f"nvidia-features-for-{node}")
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 def _status(api: client.CustomObjectsApi, name: str) -> dict:
     return api.get_cluster_custom_object(*CP, name).get("status") or {}
 
@@ -167,6 +193,10 @@ def test_cluster_policy_operands_resources_faults_and_singleton(cluster, namespa
         "message": "ClusterPolicy is ready as all resources have been successfully reconciled",
         "lastTransitionTime": None,
     }
+    # GFD's labels arrive through its NodeFeature and nfd-master
+    assert wait_for(lambda: all(PRODUCT in _labels(core, n) for n in gpu_nodes), NFD_WAIT), (
+        f"no {PRODUCT} from nfd-master within {NFD_WAIT}s: {[_labels(core, n) for n in gpu_nodes]}"
+    )
     labels = _labels(core, gpu_nodes[0])
     for key, value in {
         "nvidia.com/gpu.present": "true",
@@ -234,13 +264,16 @@ def test_cluster_policy_operands_resources_faults_and_singleton(cluster, namespa
     assert error["status"] == "True" and error["reason"] == "OperandNotReady"
     assert "state-driver" in error["message"]
     assert _gpus(core, good) == "8", "the healthy node lost its GPUs"
-    assert "nvidia.com/gpu.product" not in _labels(core, bad), "GFD labels kept on a node whose driver crashes"
+    assert wait_for(lambda: PRODUCT not in _labels(core, bad), NFD_WAIT), (
+        "GFD labels kept on a node whose driver crashes"
+    )
 
-    # fault cleared -> back to ready
+    # fault cleared -> back to ready, GFD's labels back
     core.patch_node(bad, {"metadata": {"annotations": {FAULTS_ANNOTATION: None}}})
     assert wait_for(lambda: _gpus(core, bad) == "8" and _status(custom, name).get("state") == "ready"), (
         f"no recovery within {WAIT}s after clearing the fault: gpus {_gpus(core, bad)}, status {_status(custom, name)}"
     )
+    assert wait_for(lambda: PRODUCT in _labels(core, bad), NFD_WAIT), f"GFD labels not back on {bad}"
 
     # a second ClusterPolicy is ignored; the first stays active
     second = policies("b")["metadata"]["name"]
@@ -260,11 +293,52 @@ def test_cluster_policy_operands_resources_faults_and_singleton(cluster, namespa
             and all(NODE_OWNER_ANNOTATION not in (_node(core, n).metadata.annotations or {}) for n in gpu_nodes)
         )
 
-    assert wait_for(cleaned), (
-        f"not cleaned up within {WAIT}s: "
+    assert wait_for(cleaned, NFD_WAIT), (
+        f"not cleaned up within {NFD_WAIT}s: "
         f"daemonsets {[d.metadata.name for d in apps.list_namespaced_daemon_set(namespace).items]}, "
         f"labels {[_labels(core, n) for n in gpu_nodes]}"
     )
+
+
+def test_gfd_labels_come_through_nfd_master(cluster, namespace, add_nodes, policies):
+    """GFD publishes a NodeFeature (k8s-device-plugin v0.20.0 internal/lm/output.go); the real nfd-master
+    labels the node from it, and removes the labels when GFD is disabled or the ClusterPolicy is deleted
+    (the DaemonSet goes, the garbage collector deletes the NodeFeature it owns)."""
+    core = client.CoreV1Api(cluster.api_client)
+    apps = client.AppsV1Api(cluster.api_client)
+    custom = client.CustomObjectsApi(cluster.api_client)
+    [node] = add_nodes("dgx-h100", 1)
+    _label_nodes(core, [node], namespace)
+    name = policies("gfd")["metadata"]["name"]
+
+    assert wait_for(lambda: _labels(core, node).get(PRODUCT) == "NVIDIA-H100-80GB-HBM3", NFD_WAIT), (
+        f"{node}: no {PRODUCT} within {NFD_WAIT}s: labels {_labels(core, node)}, NodeFeature "
+        f"{_gfd_feature(custom, namespace, node)}, status {_status(custom, name)}"
+    )
+    assert PRODUCT in _nfd_labels(core, node), "the label is not nfd-master's (not in its annotation)"
+    nf = _gfd_feature(custom, namespace, node)
+    assert nf["metadata"]["labels"] == {NODE_NAME_LABEL: node}
+    assert nf["spec"]["labels"][PRODUCT] == "NVIDIA-H100-80GB-HBM3"
+    gfd_ds = apps.read_namespaced_daemon_set("gpu-feature-discovery", namespace)
+    owners = [(r["kind"], r.get("controller")) for r in nf["metadata"]["ownerReferences"]]
+    assert owners[0] == ("DaemonSet", True) and nf["metadata"]["ownerReferences"][0]["uid"] == gfd_ds.metadata.uid
+    assert ("Pod", None) in owners
+
+    # GFD disabled: its DaemonSet and NodeFeature go, nfd-master removes the labels; the operator's stay
+    custom.patch_cluster_custom_object(*CP, name, {"spec": {"gfd": {"enabled": False}}})
+    assert wait_for(
+        lambda: PRODUCT not in _labels(core, node) and _gfd_feature(custom, namespace, node) is None, NFD_WAIT
+    ), f"{node}: GFD labels kept {NFD_WAIT}s after GFD was disabled: {_labels(core, node)}"
+    assert _labels(core, node).get("nvidia.com/gpu.present") == "true" and _gpus(core, node) == "8"
+
+    # enabled again: back; ClusterPolicy deleted: gone again
+    custom.patch_cluster_custom_object(*CP, name, {"spec": {"gfd": {"enabled": True}}})
+    assert wait_for(lambda: PRODUCT in _labels(core, node), NFD_WAIT), f"{node}: GFD labels not back"
+    custom.delete_cluster_custom_object(*CP, name)
+    assert wait_for(lambda: not _labels(core, node) and _gfd_feature(custom, namespace, node) is None, NFD_WAIT), (
+        f"{node}: labels left {NFD_WAIT}s after the ClusterPolicy was deleted: {_labels(core, node)}"
+    )
+    assert not custom.list_namespaced_custom_object(NF[0], NF[1], namespace, NF[2])["items"]
 
 
 def test_device_config_advertises_amd_gpus(cluster, namespace, add_nodes, amd_sim):

@@ -30,10 +30,8 @@ from typing import Any
 from ...nfd import NAMESPACE as NFD_NAMESPACE
 from ...profiles import PROFILE_LABEL, node_feature_spec
 from ..framework import NAMESPACE, NODE, ApiError, Cache, Context, Handler, Key, Kind, Obj
-from .nvidia import labels_of, load_profile
+from .nvidia import NODE_FEATURE, NODE_NAME_LABEL, labels_of, load_profile
 
-NODE_FEATURE = Kind("nfd.k8s-sigs.io/v1alpha1", "NodeFeature")
-NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
 NOT_SERVED_RETRY = 5.0
 
 

@@ -18,9 +18,9 @@ What it writes (upstream behaviour unless marked *sim*):
   that node), `nvidia.com/gpu.deploy.operands=false` removes them all, and MIG-capable nodes without
   `nvidia.com/mig.config` get `all-disabled` when `spec.migManager.config.default` is `all-disabled`. The
   labels are set for every operand whatever the spec enables (upstream does too); only the DaemonSets
-  follow the spec. *sim*: when the ClusterPolicy is deleted (upstream leaves labels behind), labels,
-  resources and the node annotation `sim.gpuops.io/nvidia-gpu-operator` (which records the simulator
-  instance managing the node) are removed again.
+  follow the spec. *sim*: when the ClusterPolicy is deleted (upstream leaves labels behind), these
+  labels, the MIG state label, resources and the node annotation `sim.gpuops.io/nvidia-gpu-operator`
+  (which records the simulator instance managing the node) are removed again.
 - Operand DaemonSets in the operator namespace, owned by the ClusterPolicy (the garbage collector deletes
   them with it), upstream names, `app=<name>` labels, nodeSelector `nvidia.com/gpu.deploy.<operand>:
   "true"`, tolerations `nvidia.com/gpu` NoSchedule + `spec.daemonsets.tolerations` (+ *sim* the kwok
@@ -39,11 +39,29 @@ What it writes (upstream behaviour unless marked *sim*):
   `nvidia.com/gpu`; with MIG applied (node label `nvidia.com/mig.config` = `all-<profile>` and the
   mig-manager pod ready, which then sets `nvidia.com/mig.config.state=success`, or `failed` for an
   unknown config): single -> `nvidia.com/gpu` = MIG devices, mixed -> `nvidia.com/mig-<profile>` (and
-  `nvidia.com/gpu: 0`); GFD -> labels `nvidia.com/gpu.{product,count,memory,family,replicas,
-  sharing-strategy,compute.major,compute.minor}`, `nvidia.com/mig.{capable,strategy}`,
-  `nvidia.com/mig-<profile>.count` (mixed), `nvidia.com/cuda.driver.{major,minor,rev}` from
-  `spec.driver.version` (or the profile's host driver when the operator does not deploy one). Not ready
-  -> those resources and labels are removed.
+  `nvidia.com/gpu: 0`). Not ready -> those resources are removed.
+- GFD (gpu-feature-discovery v0.20.0, which uses the NFD NodeFeature API by default: flag
+  `--use-node-feature-api`, default true since v0.19.0; the operator sets `USE_NODE_FEATURE_API=false`
+  only on OpenShift) does not label the node itself. Per GPU node where its pod serves, it writes a
+  `NodeFeature` (nfd.k8s-sigs.io/v1alpha1) `nvidia-features-for-<node>` in the operator namespace (its
+  pod's namespace), label `nfd.node.kubernetes.io/node-name: <node>`, empty raw features, owned by the
+  `gpu-feature-discovery` DaemonSet (controller) and the node's GFD pod, with `spec.labels`
+  `nvidia.com/gpu.{product,count,memory,family,replicas,sharing-strategy,compute.major,compute.minor}`,
+  `nvidia.com/mig.{capable,strategy}`, `nvidia.com/mig-<profile>.count` (mixed),
+  `nvidia.com/cuda.driver.{major,minor,rev}` from `spec.driver.version` (or the profile's host driver
+  when the operator does not deploy one) and `nvidia.com/gfd.timestamp`. The lab's real nfd-master
+  merges it with nfd-worker's NodeFeature and puts the labels on the node (about a second later), and
+  removes them when the NodeFeature goes. GFD disabled or the ClusterPolicy deleted: the DaemonSet goes,
+  and the garbage collector deletes the NodeFeature with its owners, as upstream. *sim*:
+  - where GFD no longer serves while its DaemonSet stays (its pod not ready under a fault, the node no
+    longer a GPU node or out of this instance's scope), the NodeFeature is deleted, so the node loses
+    the GFD labels (upstream leaves the last NodeFeature behind until its DaemonSet goes);
+  - GFD NodeFeatures of deleted nodes are deleted here (upstream: nfd-gc, which the lab does not run);
+  - `nvidia.com/gfd.timestamp` is set when the NodeFeature is first written and kept (upstream
+    refreshes it every `GFD_SLEEP_INTERVAL`, 60 s), and the NodeFeature carries an annotation
+    `sim.gpuops.io/applied-hash`;
+  - while the NodeFeature API is not served (no NFD CRDs), nothing is published and the handler retries
+    every 5 s (upstream GFD fails and restarts).
 - status: `ready` with Ready=True reason Reconciled when every operand pod on every GPU node is ready;
   `notReady` with Ready=False, Error=True reason OperandNotReady and message `ClusterPolicy is not ready;
   states not ready: [state-driver ...]` otherwise. As upstream, no GPU node -> `ready` with reason
@@ -57,7 +75,7 @@ Faults (per node, see faults.py):
 
 - `driver-crashloop`: the driver pod goes CrashLoopBackOff (nvidia-driver-ctr); the pods waiting on it
   stay in Init (toolkit and validator at driver-validation, the others at toolkit-validation); no GPU
-  resources, no GFD labels.
+  resources, no GFD NodeFeature (so no GFD labels).
 - `host-driver-conflict`: as driver-crashloop, with the message "nvidia driver already loaded on the
   host", and node condition `GpuOpsHostDriverConflict=True` (not Ready=False: kwok resets Ready at once,
   and a NotReady node would be tainted and evicted).
@@ -71,8 +89,9 @@ Faults (per node, see faults.py):
 
 Instances: `ClusterPolicyHandler(instance="x")` handles only ClusterPolicies and Nodes labelled
 `sim.gpuops.io/instance=x` (its DaemonSets select those nodes too); the default instance (None) handles
-only objects without that label, and its DaemonSets avoid labelled nodes. A test runs its own instance
-in-process without the lab's simulator touching its objects.
+only objects without that label, and its DaemonSets avoid labelled nodes; GFD's NodeFeatures follow the
+nodes and the instance's operator namespace. A test runs its own instance in-process without the lab's
+simulator touching its objects.
 """
 
 from __future__ import annotations
@@ -177,7 +196,18 @@ GFD_LABELS = (
     "nvidia.com/cuda.driver.major",
     "nvidia.com/cuda.driver.minor",
     "nvidia.com/cuda.driver.rev",
+    "nvidia.com/gfd.timestamp",
 )
+
+# GFD publishes its labels through the NFD NodeFeature API (k8s-device-plugin v0.20.0
+# internal/lm/output.go); nfd-master puts them on the node.
+NODE_FEATURE = Kind("nfd.k8s-sigs.io/v1alpha1", "NodeFeature")
+NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+GFD_NODE_FEATURE_PREFIX = "nvidia-features-for-"
+GFD_TIMESTAMP_LABEL = "nvidia.com/gfd.timestamp"
+GFD_DAEMONSET = "gpu-feature-discovery"
+SIM_APPLIED_HASH_ANNOTATION = "sim.gpuops.io/applied-hash"
+NODE_FEATURE_NOT_SERVED_RETRY = 5.0
 
 VALIDATOR_IMAGE = ("nvcr.io/nvidia", "gpu-operator", "v26.7.0")
 DRIVER_MANAGER_IMAGE = ("nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0")
@@ -721,7 +751,7 @@ def node_resources(gpu: GpuInfo, strategy: str, mig_profile: str | None, per_gpu
 def gfd_labels(
     gpu: GpuInfo, strategy: str, mig_profile: str | None, per_gpu: int, driver_version: str | None
 ) -> dict[str, str]:
-    """Labels GPU Feature Discovery publishes for the node."""
+    """Labels GPU Feature Discovery publishes for the node (in its NodeFeature), but the timestamp."""
     labels = {
         "nvidia.com/gpu.product": gpu.product,
         "nvidia.com/gpu.count": str(gpu.count),
@@ -746,7 +776,45 @@ def gfd_labels(
 
 
 def is_gfd_label(key: str) -> bool:
+    """A label GFD publishes (through its NodeFeature; never written to the Node by the simulator)."""
     return key in GFD_LABELS or (key.startswith("nvidia.com/mig-") and key.endswith(".count"))
+
+
+def gfd_node_feature_name(node: str) -> str:
+    """`nvidia-features-for-<node>` (upstream nodeFeatureVendorPrefix joined with the node name)."""
+    return GFD_NODE_FEATURE_PREFIX + node
+
+
+def gfd_node_feature(node: str, namespace: str, labels: Mapping[str, str], daemonset: Obj, pod: Obj) -> Obj:
+    """The NodeFeature GFD writes for its node (k8s-device-plugin v0.20.0 internal/lm/output.go):
+    named `nvidia-features-for-<node>` in the GFD pod's namespace, labelled with the node name, empty
+    raw features, its labels in spec.labels, owned by the GFD DaemonSet (controller) and pod, so the
+    garbage collector deletes it once both are gone. *sim*: a hash annotation (the framework applies an
+    object only when it differs, and a subset comparison cannot see a label removed)."""
+    refs = []
+    for owner, controller in ((daemonset, True), (pod, False)):
+        meta = owner.get("metadata") or {}
+        ref = {
+            "apiVersion": owner.get("apiVersion") or ("apps/v1" if controller else "v1"),
+            "kind": owner.get("kind") or ("DaemonSet" if controller else "Pod"),
+            "name": meta.get("name", ""),
+            "uid": meta.get("uid", ""),
+        }
+        if controller:
+            ref["controller"] = True
+        refs.append(ref)
+    manifest = {
+        "apiVersion": NODE_FEATURE.api_version,
+        "kind": NODE_FEATURE.kind,
+        "metadata": {
+            "name": gfd_node_feature_name(node),
+            "namespace": namespace,
+            "labels": {NODE_NAME_LABEL: node},
+            "ownerReferences": refs,
+        },
+        "spec": {"features": {"flags": {}, "attributes": {}, "instances": {}}, "labels": dict(labels)},
+    }
+    return with_applied_hash(manifest, SIM_APPLIED_HASH_ANNOTATION)
 
 
 def policy_status(
@@ -839,7 +907,7 @@ class ClusterPolicyHandler(Handler):
     name = "ClusterPolicy"
     primary = CLUSTER_POLICY
     known_faults = NVIDIA_FAULTS
-    watches: Sequence[Kind] = (NODE, POD, DAEMONSET, DEPLOYMENT)
+    watches: Sequence[Kind] = (NODE, POD, DAEMONSET, DEPLOYMENT, NODE_FEATURE)
 
     def __init__(self, instance: str | None = None, operator_namespace: str | None = None) -> None:
         self.instance = instance or DEFAULT_INSTANCE
@@ -848,6 +916,7 @@ class ClusterPolicyHandler(Handler):
             self.name = f"ClusterPolicy[{self.instance}]"
         self._profiles: dict[str, dict[str, Any] | None] = {}
         self._warned: set[str] = set()
+        self._node_feature_not_served = False
 
     # -- scope -------------------------------------------------------------------------------------
     def _policies(self, cache: Cache) -> list[Obj]:
@@ -876,12 +945,20 @@ class ClusterPolicyHandler(Handler):
         elif kind == "Node":
             if not in_scope(obj, self.instance) and not self._owns_node(obj):
                 return []
+        elif kind == "NodeFeature":
+            # GFD's NodeFeature of a node this instance handles (republished when someone deletes it)
+            if not str((obj.get("metadata") or {}).get("name", "")).startswith(GFD_NODE_FEATURE_PREFIX):
+                return []
+            node = cache.get(NODE, labels_of(obj).get(NODE_NAME_LABEL) or "")
+            if node is None or (not in_scope(node, self.instance) and not self._owns_node(node)):
+                return []
+            obj = node
         else:
             return []
         active = self._active_key(cache)
         if active is not None:
             return [active]
-        if kind == "Node" and self._owns_node(obj):
+        if obj.get("kind") == "Node" and self._owns_node(obj):
             return [CLEANUP_KEY]
         return []
 
@@ -926,12 +1003,21 @@ class ClusterPolicyHandler(Handler):
             },
         )
 
+    def _delete_gfd_node_features(self, ctx: Context, node: str, namespace: str | None = None) -> None:
+        """Delete GFD's NodeFeature of the node (in `namespace`, or in any); nfd-master then removes its
+        labels from the node."""
+        for nf in ctx.list(NODE_FEATURE, namespace, labels={NODE_NAME_LABEL: node}):
+            if nf["metadata"]["name"] == gfd_node_feature_name(node):
+                ctx.delete_object(nf)
+
     def _cleanup_node(self, ctx: Context, node: Obj) -> None:
-        """Remove everything this instance put on the node (labels, resources, condition, marker)."""
+        """Remove everything this instance put on the node (labels, resources, condition, marker) and
+        GFD's NodeFeature (nfd-master removes the GFD labels)."""
+        self._delete_gfd_node_features(ctx, node["metadata"]["name"])
         labels = labels_of(node)
         remove: dict[str, str | None] = {}
         for key, value in labels.items():
-            if key == GPU_PRESENT or is_gfd_label(key) or key == MIG_CONFIG_STATE:
+            if key in (GPU_PRESENT, MIG_CONFIG_STATE):
                 remove[key] = None
             elif key.startswith(DEPLOY_PREFIX) and key != OPERANDS_DISABLED and value == "true":
                 remove[key] = None
@@ -1072,6 +1158,7 @@ class ClusterPolicyHandler(Handler):
 
         # 3. per node: pods, faults, resources, GFD labels
         pods = pods_by_node_and_owner(ctx.list(POD, namespace=namespace), owners)
+        gfd_ds = ctx.get(DAEMONSET, GFD_DAEMONSET, namespace) if GFD_DAEMONSET in owners else None
         strategy = str((spec.get("mig") or {}).get("strategy") or "single")
         driver_spec = spec.get("driver") or {}
         not_ready: set[str] = set()
@@ -1081,7 +1168,7 @@ class ClusterPolicyHandler(Handler):
             labels = labels_of(node)
             faults = ctx.faults_for(node)
             if labels.get(GPU_PRESENT) != "true":
-                self._clear_node_gpu_state(ctx, node, faults)
+                self._clear_node_gpu_state(ctx, node, namespace)
                 continue
             gpu_nodes += 1
             gpu = gpu_info(self._profile(node))
@@ -1121,21 +1208,28 @@ class ClusterPolicyHandler(Handler):
             resources: dict[str, str | int | None] = {}
             if gpu is not None and serving["device-plugin"]:
                 resources.update(node_resources(gpu, strategy, mig_profile, per_gpu))
-            # GFD
-            want_gfd: dict[str, str] = {}
-            if gpu is not None and serving["gpu-feature-discovery"]:
+            # GFD: its labels go into its NodeFeature; nfd-master puts them on the node
+            gfd_pod = pods.get((name, GFD_DAEMONSET))
+            if gpu is not None and serving["gpu-feature-discovery"] and gfd_ds is not None and gfd_pod is not None:
                 version = driver_spec.get("version") or OPERAND_BY_KEY["driver"].image[2]
                 if "driver" not in keys:
                     version = gpu.host_driver
                 want_gfd = gfd_labels(gpu, strategy, mig_profile, per_gpu, version)
-            for k in labels:
-                if is_gfd_label(k) and k not in want_gfd:
-                    label_changes[k] = None
-            label_changes.update({k: v for k, v in want_gfd.items() if labels.get(k) != v})
+                if not self._publish_gfd(ctx, name, namespace, want_gfd, gfd_ds, gfd_pod):
+                    requeue = min(requeue or NODE_FEATURE_NOT_SERVED_RETRY, NODE_FEATURE_NOT_SERVED_RETRY)
+            else:
+                self._delete_gfd_node_features(ctx, name, namespace)
             if label_changes:
                 node = ctx.patch_metadata(node, labels=label_changes)
             self._set_resources(ctx, node, resources)
             self._set_conflict_condition(ctx, node, FAULT_HOST_DRIVER_CONFLICT in faults and "driver" in keys)
+
+        # nfd-gc's part: GFD NodeFeatures of nodes that are gone
+        existing_nodes = {n["metadata"]["name"] for n in ctx.list(NODE)}
+        for nf in ctx.list(NODE_FEATURE, namespace):
+            nf_node = labels_of(nf).get(NODE_NAME_LABEL) or ""
+            if nf["metadata"]["name"] == gfd_node_feature_name(nf_node) and nf_node not in existing_nodes:
+                ctx.delete_object(nf)
 
         # 4. status
         states = [op.state for op in OPERANDS if op.key in not_ready]
@@ -1179,10 +1273,32 @@ class ClusterPolicyHandler(Handler):
             return node
         return ctx.patch_node_status(node, conditions=[cond])
 
-    def _clear_node_gpu_state(self, ctx: Context, node: Obj, faults: frozenset[str]) -> None:
-        """A node in scope that is (no longer) a GPU node: no resources, GFD labels or conflict condition."""
+    def _publish_gfd(
+        self, ctx: Context, node: str, namespace: str, labels: Mapping[str, str], daemonset: Obj, pod: Obj
+    ) -> bool:
+        """Create or update GFD's NodeFeature for the node; False while the NodeFeature API is not
+        served (no NFD CRDs)."""
+        existing = ctx.get(NODE_FEATURE, gfd_node_feature_name(node), namespace)
+        stamp = ((existing or {}).get("spec") or {}).get("labels", {}).get(GFD_TIMESTAMP_LABEL)
+        labels = {**labels, GFD_TIMESTAMP_LABEL: stamp or str(int(ctx.now().timestamp()))}
+        try:
+            ctx.apply_object(gfd_node_feature(node, namespace, labels, daemonset, pod), owner=None)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            if not self._node_feature_not_served:
+                ctx.log("NodeFeature API not served (NFD CRDs not installed): %s; GFD retries", exc)
+                self._node_feature_not_served = True
+            return False
+        self._node_feature_not_served = False
+        return True
+
+    def _clear_node_gpu_state(self, ctx: Context, node: Obj, namespace: str) -> None:
+        """A node in scope that is (no longer) a GPU node: no resources, GFD NodeFeature, MIG state
+        label or conflict condition."""
+        self._delete_gfd_node_features(ctx, node["metadata"]["name"], namespace)
         labels = labels_of(node)
-        remove = {k: None for k in labels if is_gfd_label(k) or k == MIG_CONFIG_STATE}
+        remove = {k: None for k in labels if k == MIG_CONFIG_STATE}
         if remove:
             node = ctx.patch_metadata(node, labels=remove)
         node = self._set_resources(ctx, node, {})

@@ -1,7 +1,9 @@
 """The simulated NVIDIA GPU Operator (ClusterPolicyHandler): its decisions as tables (active ClusterPolicy,
 node labelling, operands, per-node health under faults, resources by MIG strategy, GFD labels, status) and
 the handler running against the fake client, with a stand-in for the DaemonSet controller, scheduler and
-kwok (one Running/Ready pod per DaemonSet and matching node)."""
+kwok (one Running/Ready pod per DaemonSet and matching node). GFD publishes its labels in a NodeFeature
+(nfd-master, absent here, puts them on the node): the tests read the NodeFeature, and check the handler
+never writes a GFD label to a Node itself."""
 
 from __future__ import annotations
 
@@ -17,8 +19,11 @@ from gpuops_lab.simulator.handlers import BUILTIN_HANDLERS
 from gpuops_lab.simulator.handlers.nvidia import (
     CLEANUP_KEY,
     DEFAULT_INSTANCE,
+    GFD_TIMESTAMP_LABEL,
     HOST_DRIVER_CONFLICT_CONDITION,
     INSTANCE_LABEL,
+    NODE_FEATURE,
+    NODE_NAME_LABEL,
     NODE_OWNER_ANNOTATION,
     OK,
     OPERANDS,
@@ -28,8 +33,10 @@ from gpuops_lab.simulator.handlers.nvidia import (
     daemonset_manifest,
     enabled_operands,
     gfd_labels,
+    gfd_node_feature_name,
     gpu_info,
     image_path,
+    is_gfd_label,
     mig_state,
     node_health,
     node_resources,
@@ -40,6 +47,7 @@ from gpuops_lab.simulator.handlers.nvidia import (
 )
 
 NS = "gpu-operator"
+NF_API = (NODE_FEATURE.api_version, NODE_FEATURE.kind)
 H100 = gpu_info(profiles.load("dgx-h100"))
 L40S = gpu_info(profiles.load("pcie-l40s"))
 ALL_OPS = {op.key for op in OPERANDS}
@@ -387,7 +395,12 @@ def test_handlers_are_builtin():
     from gpuops_lab.simulator.__main__ import load_handlers
 
     assert ClusterPolicyHandler in BUILTIN_HANDLERS
-    assert {h.handler_name for h in load_handlers("builtin")} == {"ClusterPolicy", "DeviceConfig", "NfdWorker"}
+    assert {h.handler_name for h in load_handlers("builtin")} == {
+        "ClusterPolicy",
+        "DeviceConfig",
+        "NfdWorker",
+        "NicClusterPolicy",
+    }
 
 
 # -- the handler against the fake client ---------------------------------------------------------------
@@ -478,6 +491,14 @@ class Lab:
             play_daemonsets(self.client)
             self.sim.sync()
             self.sim.process_pending()
+        stamped = [
+            (key, k)
+            for verb, kind, key, body in self.client.writes
+            if kind == "Node" and verb == "patch"
+            for k in ((body or {}).get("metadata") or {}).get("labels") or {}
+            if is_gfd_label(k)
+        ]
+        assert stamped == [], "the simulator wrote GFD labels to Nodes (GFD publishes a NodeFeature)"
 
     def set_faults(self, node: str, faults: str | None) -> None:
         self.client.patch("v1", "Node", node, None, {"metadata": {"annotations": {FAULTS_ANNOTATION: faults}}})
@@ -497,6 +518,18 @@ class Lab:
     def labels(self, node: str) -> dict[str, str]:
         labels = self.client.obj("v1", "Node", node)["metadata"]["labels"]
         return {k: v for k, v in labels.items() if k.startswith("nvidia.com/")}
+
+    def node_features(self) -> set[tuple[str, str]]:
+        """(namespace, name) of every NodeFeature."""
+        return {(k.namespace, k.name) for k in self.client.objects.get(NF_API, {})}
+
+    def node_feature(self, node: str, namespace: str | None = None) -> dict | None:
+        return self.client.obj(*NF_API, gfd_node_feature_name(node), namespace or self.namespace)
+
+    def gfd(self, node: str, namespace: str | None = None) -> dict[str, str] | None:
+        """The labels GFD publishes for the node (its NodeFeature's spec.labels), None without one."""
+        nf = self.node_feature(node, namespace)
+        return None if nf is None else nf["spec"]["labels"]
 
     def pod(self, ds: str, node: str) -> dict | None:
         return self.client.obj("v1", "Pod", f"{ds}-{node}", self.namespace)
@@ -533,10 +566,24 @@ def test_gpu_nodes_get_operands_resources_and_labels(lab):
         assert lab.gpus(node) == "8"
         labels = lab.labels(node)
         assert labels["nvidia.com/gpu.present"] == "true" and labels["nvidia.com/gpu.deploy.mig-manager"] == "true"
-        assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
-        assert labels["nvidia.com/cuda.driver.major"] == "580"
+        assert not [k for k in labels if is_gfd_label(k)], "GFD labels stamped on the node"
         assert lab.client.obj("v1", "Node", node)["metadata"]["annotations"][NODE_OWNER_ANNOTATION] == "default"
-    assert lab.labels("c0") == {} and lab.gpus("c0") is None
+        # GFD's NodeFeature, as k8s-device-plugin v0.20.0 internal/lm/output.go writes it
+        nf = lab.node_feature(node)
+        assert nf["metadata"]["name"] == f"nvidia-features-for-{node}" and nf["metadata"]["namespace"] == NS
+        assert nf["metadata"]["labels"] == {NODE_NAME_LABEL: node}
+        ds = lab.client.obj("apps/v1", "DaemonSet", "gpu-feature-discovery", NS)
+        pod = lab.pod("gpu-feature-discovery", node)
+        assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in nf["metadata"]["ownerReferences"]] == [
+            ("DaemonSet", "gpu-feature-discovery", ds["metadata"]["uid"], True),
+            ("Pod", pod["metadata"]["name"], pod["metadata"]["uid"], None),
+        ]
+        assert nf["spec"]["features"] == {"flags": {}, "attributes": {}, "instances": {}}
+        gfd = dict(nf["spec"]["labels"])
+        assert gfd.pop(GFD_TIMESTAMP_LABEL).isdigit()
+        assert gfd == gfd_labels(H100, "single", None, 0, "580.126.20")
+    assert lab.labels("c0") == {} and lab.gpus("c0") is None and lab.gfd("c0") is None
+    assert lab.node_features() == {(NS, "nvidia-features-for-h0"), (NS, "nvidia-features-for-h1")}
     assert NODE_OWNER_ANNOTATION not in lab.client.obj("v1", "Node", "c0")["metadata"]["annotations"]
     assert lab.status()["state"] == "ready" and lab.status()["namespace"] == NS
     assert lab.condition("Ready")["reason"] == "Reconciled" and lab.condition("Error")["status"] == "False"
@@ -601,8 +648,8 @@ def test_pod_faults(lab, fault, pods, gpus, gfd, states):
     lab.settle()
     for (ds, field), expected in pods.items():
         assert waiting(lab.pod(ds, "h0"), field) == expected, ds
-    assert lab.gpus("h0") == gpus and ("nvidia.com/gpu.product" in lab.labels("h0")) == gfd
-    assert lab.gpus("h1") == "8", "the healthy node is affected"
+    assert lab.gpus("h0") == gpus and (lab.gfd("h0") is not None) == gfd
+    assert lab.gpus("h1") == "8" and lab.gfd("h1") is not None, "the healthy node is affected"
     assert lab.status()["state"] == "notReady"
     error = lab.condition("Error")
     assert (error["status"], error["reason"]) == ("True", "OperandNotReady")
@@ -620,6 +667,7 @@ def test_pod_faults(lab, fault, pods, gpus, gfd, states):
         assert MANAGED_STATUS_ANNOTATION not in pod["metadata"]["annotations"]
         assert waiting(pod) == {}
     assert lab.gpus("h0") == "8" and lab.status()["state"] == "ready"
+    assert lab.gfd("h0")["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
 
 
 def test_host_driver_conflict(lab):
@@ -651,7 +699,7 @@ def test_nfd_labels_missing(lab):
     lab.set_faults("h1", "nfd-labels-missing")
     lab.settle()
     assert lab.labels("h1") == {"nvidia.com/gpu.present": "false"} and lab.gpus("h1") is None
-    assert lab.pod("nvidia-device-plugin-daemonset", "h1") is None
+    assert lab.pod("nvidia-device-plugin-daemonset", "h1") is None and lab.gfd("h1") is None
     assert lab.condition("Ready")["reason"] == "NoGPUNodes"
 
 
@@ -682,7 +730,7 @@ def test_driver_disabled_uses_the_host_driver(profile, gpus, driver_major):
     lab.settle()
     assert "nvidia-driver-daemonset" not in lab.daemonsets()
     assert lab.gpus("n0") == gpus
-    assert lab.labels("n0").get("nvidia.com/cuda.driver.major") == driver_major
+    assert (lab.gfd("n0") or {}).get("nvidia.com/cuda.driver.major") == driver_major
     assert lab.status()["state"] == ("ready" if gpus else "notReady")
 
 
@@ -703,11 +751,16 @@ def test_mig_configs(strategy, config, resources, state):
     alloc = lab.client.obj("v1", "Node", "h0")["status"]["allocatable"]
     assert {k: v for k, v in alloc.items() if k.startswith("nvidia.com/")} == resources
     assert lab.labels("h0")["nvidia.com/mig.config.state"] == state
-    # back to whole GPUs: the MIG resource goes away
+    gfd = lab.gfd("h0")
+    assert gfd["nvidia.com/mig.strategy"] == strategy
+    assert ("nvidia.com/mig-1g.10gb.count" in gfd) == ("nvidia.com/mig-1g.10gb" in resources)
+    stamp = gfd[GFD_TIMESTAMP_LABEL]
+    # back to whole GPUs: the MIG resource goes away, and the MIG labels from GFD's NodeFeature
     lab.client.patch("v1", "Node", "h0", None, {"metadata": {"labels": {"nvidia.com/mig.config": "all-disabled"}}})
     lab.settle()
     alloc = lab.client.obj("v1", "Node", "h0")["status"]["allocatable"]
     assert {k: v for k, v in alloc.items() if k.startswith("nvidia.com/")} == {"nvidia.com/gpu": "8"}
+    assert lab.gfd("h0") == {**gfd_labels(H100, strategy, None, 0, "595.91.07"), GFD_TIMESTAMP_LABEL: stamp}
 
 
 def test_second_policy_is_ignored_until_the_first_is_deleted(lab):
@@ -732,6 +785,7 @@ def test_deleting_the_policy_cleans_nodes_up(lab):
     lab.client.delete("nvidia.com/v1", "ClusterPolicy", "cluster-policy")
     lab.settle()
     assert lab.daemonsets() == set()  # the fake client cascades like the garbage collector
+    assert lab.node_features() == set()
     for node in ("h0", "h1"):
         assert lab.labels(node) == {} and lab.gpus(node) is None
         assert NODE_OWNER_ANNOTATION not in lab.client.obj("v1", "Node", node)["metadata"]["annotations"]
@@ -748,7 +802,7 @@ def test_cleanup_after_restart_without_policy():
     fresh.sync()
     assert ("ClusterPolicy", CLEANUP_KEY) in fresh.queue.pending()
     fresh.process_pending()
-    assert lab.labels("h0") == {} and lab.gpus("h0") is None
+    assert lab.labels("h0") == {} and lab.gpus("h0") is None and lab.node_features() == set()
 
 
 def test_disabled_operand_daemonset_is_deleted(lab):
@@ -759,6 +813,56 @@ def test_disabled_operand_daemonset_is_deleted(lab):
     )
     lab.settle()
     assert "nvidia-dcgm-exporter" not in lab.daemonsets() and lab.status()["state"] == "ready"
+
+
+def test_gfd_disabled_removes_its_node_features(lab):
+    lab.policy("cluster-policy")
+    lab.settle()
+    assert lab.gfd("h0") is not None and lab.gfd("h1") is not None
+    lab.client.patch("nvidia.com/v1", "ClusterPolicy", "cluster-policy", None, {"spec": {"gfd": {"enabled": False}}})
+    lab.settle()
+    # the DaemonSet goes; its NodeFeatures with it (garbage collector; the handler deletes them too)
+    assert "gpu-feature-discovery" not in lab.daemonsets() and lab.node_features() == set()
+    assert lab.gpus("h0") == "8" and lab.labels("h0")["nvidia.com/gpu.present"] == "true"
+    assert lab.status()["state"] == "ready"
+
+
+def test_gfd_node_feature_is_republished_and_follows_nodes(lab):
+    lab.policy("cluster-policy")
+    lab.settle()
+    published = lab.node_feature("h0")
+    # someone deletes it: GFD writes it again (same labels, same timestamp is not required)
+    lab.client.delete(*NF_API, "nvidia-features-for-h0", NS)
+    lab.settle()
+    assert lab.gfd("h0") is not None
+    assert lab.node_feature("h0")["metadata"]["ownerReferences"] == published["metadata"]["ownerReferences"]
+    # a node that is gone: its GFD NodeFeature goes (nfd-gc's part)
+    lab.client.add(
+        {
+            "apiVersion": NODE_FEATURE.api_version,
+            "kind": NODE_FEATURE.kind,
+            "metadata": {"name": "nvidia-features-for-gone", "namespace": NS, "labels": {NODE_NAME_LABEL: "gone"}},
+            "spec": {"labels": {"nvidia.com/gpu.product": "x"}},
+        }
+    )
+    lab.sim.enqueue("ClusterPolicy", Key(None, "cluster-policy"))
+    lab.settle()
+    assert (NS, "nvidia-features-for-gone") not in lab.node_features()
+    assert lab.node_features() == {(NS, "nvidia-features-for-h0"), (NS, "nvidia-features-for-h1")}
+
+
+def test_node_feature_api_not_served_is_retried():
+    lab = Lab()
+    lab.client.not_served.add(NF_API)
+    lab.node("h0", "dgx-h100")
+    lab.policy("cluster-policy")
+    lab.settle()
+    assert lab.gpus("h0") == "8" and lab.status()["state"] == "ready"
+    assert lab.gfd("h0") is None
+    lab.client.not_served.discard(NF_API)
+    lab.sim.enqueue("ClusterPolicy", Key(None, "cluster-policy"))
+    lab.settle()
+    assert lab.gfd("h0")["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
 
 
 def test_instances_do_not_touch_each_others_objects():
@@ -780,6 +884,7 @@ def test_instances_do_not_touch_each_others_objects():
     pods = {(k.namespace, p["spec"]["nodeName"]) for k, p in lab.client.objects[("v1", "Pod")].items()}
     assert pods == {(NS, "lab-h"), ("t1", "test-h")}
     assert lab.gpus("lab-h") == "8" and lab.gpus("test-h") == "8"
+    assert lab.node_features() == {(NS, "nvidia-features-for-lab-h"), ("t1", "nvidia-features-for-test-h")}
     # a node moving to the test instance is released by the lab's and taken by the test's
     lab.client.patch("v1", "Node", "lab-h", None, {"metadata": {"labels": {INSTANCE_LABEL: "t1"}}})
     lab.settle(8)
@@ -789,6 +894,7 @@ def test_instances_do_not_touch_each_others_objects():
     }
     assert lab.gpus("lab-h") == "8" and lab.status()["state"] == "ready"
     assert lab.condition("Ready")["reason"] == "NFDLabelsMissing"  # the lab instance has no node left
+    assert lab.node_features() == {("t1", "nvidia-features-for-lab-h"), ("t1", "nvidia-features-for-test-h")}
 
 
 def test_operator_namespace_annotation_and_missing_namespace(lab):
