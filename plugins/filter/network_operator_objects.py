@@ -49,6 +49,10 @@ _value:
       description: The MacvlanNetworks, HostDeviceNetworks and IPoIBNetworks (cluster-scoped).
       type: list
       elements: dict
+    waits:
+      description: The networks as C(gpuops.platform.gpu_cluster_status) wait objects C({kind, name}).
+      type: list
+      elements: dict
 """
 
 from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
@@ -64,11 +68,13 @@ def network_operator_objects(variables):
         )
     cfg = _network.from_variables(variables)
     objects = _network.network_objects(cfg)
+    networks = [o for o in objects if o["kind"] != "IPPool"]
     return {
         "chart_values": _network.chart_values(cfg),
         "nic_cluster_policy": _network.nic_cluster_policy(cfg),
         "ip_pools": [o for o in objects if o["kind"] == "IPPool"],
-        "networks": [o for o in objects if o["kind"] != "IPPool"],
+        "networks": networks,
+        "waits": [{"kind": o["kind"], "name": o["metadata"]["name"]} for o in networks],
     }
 
 

@@ -84,6 +84,7 @@ def test_objects():
     assert out["nic_cluster_policy"] == _network.nic_cluster_policy({})
     assert [(o["kind"], o["metadata"]) for o in out["ip_pools"]] == [("IPPool", {"name": "pool", "namespace": "net"})]
     assert [(o["kind"], o["metadata"]) for o in out["networks"]] == [("MacvlanNetwork", {"name": "roce"})]
+    assert out["waits"] == [{"kind": "MacvlanNetwork", "name": "roce"}]
     assert network_operator_objects({"network_operator_nfd_managed": False})["chart_values"]["nfd"] == {"enabled": True}
 
 
