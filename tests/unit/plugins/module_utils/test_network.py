@@ -81,8 +81,8 @@ MOFED = {"ofed": {"flavor": "mlnx_ofed", "version": "24.10-1.1.4.0", "raw": "MLN
 DRIVER = {"nvidia_driver": {"loaded": False, "version": None, "installed_version": None}}
 
 
-def host(*nics: dict[str, Any], ofed: dict[str, Any] = INBOX) -> dict[str, Any]:
-    return {"nics": list(nics), **ofed, **DRIVER, "accelerators": [], "nvswitches": []}
+def host(*nics: dict[str, Any], ofed: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"nics": list(nics), **(INBOX if ofed is None else ofed), **DRIVER, "accelerators": [], "nvswitches": []}
 
 
 def ids(findings: list[dict[str, Any]]) -> list[tuple[str, str, str]]:

@@ -54,8 +54,15 @@ E810 = {
 GPU_LABELS = {"nvidia.com/gpu.present": "true", "kubernetes.io/os": "linux"}
 
 
-def host(*nics: dict[str, Any], labels: Any = GPU_LABELS, host_prep: Any = None) -> dict[str, Any]:
-    return {"facts": {"nics": [copy.deepcopy(n) for n in nics]}, "labels": labels, "host_prep_sriov_vfs": host_prep}
+_GPU_LABELS = object()  # the default: GPU_LABELS (a sentinel, so labels=None stays "no labels known")
+
+
+def host(*nics: dict[str, Any], labels: Any = _GPU_LABELS, host_prep: Any = None) -> dict[str, Any]:
+    return {
+        "facts": {"nics": [copy.deepcopy(n) for n in nics]},
+        "labels": dict(GPU_LABELS) if labels is _GPU_LABELS else labels,
+        "host_prep_sriov_vfs": host_prep,
+    }
 
 
 def rail(**changes: Any) -> dict[str, Any]:
