@@ -130,7 +130,9 @@ def copies(tmpdir: Path) -> list[Path]:
 def pool_node(core, add_nodes, pool: str) -> None:
     """Add a node for the test's own pool: pods with nodeSelector {POOL: pool} can run only once it exists,
     whatever other nodes the lab has (inventory nodes)."""
-    (name,) = add_nodes("cpu-only", 1)
+    # labelled=False here and below: these charts' pods need a node, not NFD's labels (waiting for them costs up to
+    # nfd-master's reflector back-off after an earlier test's uninstall deleted the NFD CRDs)
+    (name,) = add_nodes("cpu-only", 1, labelled=False)
     core.patch_node(name, {"metadata": {"labels": {POOL: pool}}})
 
 
@@ -150,7 +152,7 @@ def test_release_lifecycle_with_subchart_crds(cluster, core, add_nodes, tmpdir_e
     under --check --diff (manifest diff shown, nothing changed) -> upgrade -> absent (subchart CRDs removed)."""
     from kubernetes import client
 
-    add_nodes("cpu-only", 1)
+    add_nodes("cpu-only", 1, labelled=False)
     ns, release = new_ns(), "amd-gpu-operator"
     step = {"release": release, "ns": ns, **AMD}
     ext = client.ApiextensionsV1Api(cluster.api_client)
@@ -249,7 +251,7 @@ def test_values_of_the_wrong_type_fail_against_the_chart_schema(cluster, core, t
 def test_a_second_run_is_told_who_holds_the_release(cluster, core, add_nodes, tmpdir_env):
     from kubernetes import client
 
-    add_nodes("cpu-only", 1)
+    add_nodes("cpu-only", 1, labelled=False)
     ns, release = new_ns(), "cert-manager"
     leases = client.CoordinationV1Api(cluster.api_client)
     name = f"gpuops-helm-{ns}.{release}"
