@@ -4,7 +4,8 @@ goes in its own module here and is appended to the list.
 
 - `nvidia.ClusterPolicyHandler`: the NVIDIA GPU Operator (ClusterPolicy nvidia.com/v1).
 - `amd.DeviceConfigHandler`: the AMD GPU Operator (DeviceConfig amd.com/v1alpha1).
-- `network.NicClusterPolicyHandler`: the NVIDIA Network Operator (NicClusterPolicy mellanox.com/v1alpha1).
+- `network.NicClusterPolicyHandler`: the NVIDIA Network Operator (NicClusterPolicy mellanox.com/v1alpha1), and
+  `network.NETWORK_HANDLERS` its MacvlanNetwork / HostDeviceNetwork / IPoIBNetwork controllers.
 - `nfd.NfdWorkerHandler`: nfd-worker (a NodeFeature per node, from its hardware profile); the lab's real
   nfd-master turns them into node labels.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from ..framework import Handler
 from .amd import DeviceConfigHandler
-from .network import NicClusterPolicyHandler
+from .network import NETWORK_HANDLERS, NicClusterPolicyHandler
 from .nfd import NfdWorkerHandler
 from .nvidia import ClusterPolicyHandler
 
@@ -27,6 +28,7 @@ BUILTIN_HANDLERS: list[type[Handler]] = [
     ClusterPolicyHandler,
     DeviceConfigHandler,
     NicClusterPolicyHandler,
+    *NETWORK_HANDLERS,
 ]
 
 __all__ = ["BUILTIN_HANDLERS"]

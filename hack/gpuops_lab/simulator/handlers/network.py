@@ -38,6 +38,13 @@ Faults (per node): `nfd-labels-missing` hides the node's NFD labels (no operand 
 `network-driver-not-ready`: the driver container pod stays Running but not Ready (mofed-container), so
 mofed.wait stays `true`, the device plugins do not land and the OFED state is notReady.
 
+NetworkHandler (one per kind: MacvlanNetwork, HostDeviceNetwork, IPoIBNetwork; cluster-scoped): while the operator
+runs, writes the NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) of the network's name in `spec.networkNamespace`,
+owned by the network, with its CNI config (`macvlan` {master, mode, mtu}, `host-device` with the annotation
+`k8s.v1.cni.cncf.io/resourceName` (*sim*: `nvidia.com/<resourceName>` when the name has no prefix), `ipoib`
+{master}; `ipam` from the spec), then `status.state: ready`; a missing networkNamespace is `state: error` (*sim*:
+the reason's wording). The `*NetworkAttachmentDef` status field is not written.
+
 Instances: as the NVIDIA handler, `NicClusterPolicyHandler(instance="x")` handles only policies and nodes labelled
 `sim.gpuops.io/instance=x`; the default instance only unlabelled ones.
 """
@@ -53,7 +60,20 @@ import yaml
 
 from ...config import CHARTS_DIR
 from ...hostsim import model, sysfs
-from ..framework import DAEMONSET, DEPLOYMENT, NODE, POD, ApiError, Cache, Context, Handler, Key, Kind, Obj
+from ..framework import (
+    DAEMONSET,
+    DEPLOYMENT,
+    NAMESPACE,
+    NODE,
+    POD,
+    ApiError,
+    Cache,
+    Context,
+    Handler,
+    Key,
+    Kind,
+    Obj,
+)
 from .nvidia import (
     DEFAULT_INSTANCE,
     FAULT_NFD_LABELS_MISSING,
@@ -520,4 +540,96 @@ class NicClusterPolicyHandler(Handler):
         return None if state == "ready" else 5.0
 
 
-__all__ = ["NETWORK_FAULTS", "NIC_CLUSTER_POLICY", "NicClusterPolicyHandler"]
+# -- networks -----------------------------------------------------------------------------------------------
+NAD = Kind("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition")
+RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"
+
+
+def nad_manifest(network: Mapping[str, Any]) -> Obj:
+    """The NetworkAttachmentDefinition a MacvlanNetwork / HostDeviceNetwork / IPoIBNetwork renders."""
+    kind, name = network["kind"], network["metadata"]["name"]
+    spec = network.get("spec") or {}
+    config: dict[str, Any] = {"cniVersion": "0.3.1", "name": name}
+    annotations: dict[str, str] = {}
+    if kind == "MacvlanNetwork":
+        config.update(type="macvlan", master=spec.get("master"), mode=spec.get("mode") or "bridge")
+        if spec.get("mtu"):
+            config["mtu"] = spec["mtu"]
+    elif kind == "HostDeviceNetwork":
+        config["type"] = "host-device"
+        resource = str(spec.get("resourceName") or "")
+        annotations[RESOURCE_ANNOTATION] = resource if "/" in resource else f"nvidia.com/{resource}"
+    else:
+        config.update(type="ipoib", master=spec.get("master"))
+    if spec.get("ipam"):
+        try:
+            config["ipam"] = json.loads(spec["ipam"])
+        except (TypeError, ValueError):
+            config["ipam"] = spec["ipam"]
+    meta: dict[str, Any] = {"name": name, "namespace": str(spec.get("networkNamespace") or "default")}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": NAD.api_version, "kind": NAD.kind, "metadata": meta, "spec": {"config": json.dumps(config)}}
+
+
+class NetworkHandler(Handler):
+    """The Network Operator's network controllers (see the module docstring); subclasses set `primary`."""
+
+    watches: Sequence[Kind] = (DEPLOYMENT, NAMESPACE)
+
+    def __init__(self, instance: str | None = None, operator_namespace: str | None = None) -> None:
+        self.instance = instance or DEFAULT_INSTANCE
+        self.operator_namespace = operator_namespace
+        if self.instance != DEFAULT_INSTANCE:
+            self.name = f"{self.primary.kind}[{self.instance}]"
+
+    def map_to_primary(self, obj: Obj, cache: Cache) -> Iterable[Key]:
+        kind = obj.get("kind")
+        if kind == "Deployment":
+            key, value = OPERATOR_DEPLOYMENT_LABEL
+            if labels_of(obj).get(key) != value:
+                return []
+        networks = [n for n in cache.list(self.primary) if in_scope(n, self.instance)]
+        if kind == "Namespace":
+            name = (obj.get("metadata") or {}).get("name")
+            networks = [n for n in networks if (n.get("spec") or {}).get("networkNamespace") == name]
+        return [Key.of(n) for n in networks]
+
+    def reconcile(self, ctx: Context, key: Key) -> float | None:
+        network = ctx.primary
+        if network is None or not in_scope(network, self.instance):
+            return None  # its NetworkAttachmentDefinition goes with it (owner reference)
+        key_, value = OPERATOR_DEPLOYMENT_LABEL
+        if not self.operator_namespace and not ctx.list(DEPLOYMENT, labels={key_: value}):
+            return None  # no operator running
+        nad = nad_manifest(network)
+        namespace = nad["metadata"]["namespace"]
+        if ctx.get(NAMESPACE, namespace) is None:
+            want = {"state": "error", "reason": f"networkNamespace {namespace} not found"}
+        else:
+            ctx.apply_object(nad, owner=network)
+            want = {"state": "ready", "reason": None}
+        status = network.get("status") or {}
+        if status.get("state") != want["state"] or status.get("reason") != want["reason"]:
+            ctx.patch_status(network, want)
+        return None if want["state"] == "ready" else 10.0
+
+
+class MacvlanNetworkHandler(NetworkHandler):
+    name = "MacvlanNetwork"
+    primary = Kind("mellanox.com/v1alpha1", "MacvlanNetwork")
+
+
+class HostDeviceNetworkHandler(NetworkHandler):
+    name = "HostDeviceNetwork"
+    primary = Kind("mellanox.com/v1alpha1", "HostDeviceNetwork")
+
+
+class IPoIBNetworkHandler(NetworkHandler):
+    name = "IPoIBNetwork"
+    primary = Kind("mellanox.com/v1alpha1", "IPoIBNetwork")
+
+
+NETWORK_HANDLERS = (MacvlanNetworkHandler, HostDeviceNetworkHandler, IPoIBNetworkHandler)
+
+__all__ = ["NETWORK_FAULTS", "NETWORK_HANDLERS", "NIC_CLUSTER_POLICY", "NicClusterPolicyHandler"]

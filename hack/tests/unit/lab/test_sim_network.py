@@ -17,6 +17,8 @@ from gpuops_lab.simulator.handlers import BUILTIN_HANDLERS
 from gpuops_lab.simulator.handlers.network import (
     IGNORE_REASON,
     MOFED_WAIT_LABEL,
+    NETWORK_HANDLERS,
+    RESOURCE_ANNOTATION,
     NicClusterPolicyHandler,
     profile_nics,
     rdma_resources,
@@ -342,3 +344,94 @@ def test_deleting_the_policy_removes_what_it_advertised(lab):
 
 def test_registered():
     assert NicClusterPolicyHandler in BUILTIN_HANDLERS
+
+
+# -- networks -----------------------------------------------------------------------------------------------
+def network_lab(operator: bool = True) -> tuple[FakeKubeClient, Simulator]:
+    scoped = {(API, k) for k in ("MacvlanNetwork", "HostDeviceNetwork", "IPoIBNetwork")}
+    client = FakeKubeClient(cluster_scoped=scoped)
+    sim = Simulator(client, [h() for h in NETWORK_HANDLERS])
+    if operator:
+        client.add(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "no", "namespace": NS, "labels": {"app.kubernetes.io/name": "network-operator"}},
+                "spec": {},
+            }
+        )
+    client.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "training"}})
+    return client, sim
+
+
+def settle_networks(sim: Simulator) -> None:
+    for _round in range(3):
+        sim.sync()
+        sim.process_pending()
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "config", "annotations"),
+    [
+        (
+            "MacvlanNetwork",
+            {"master": "ens1f0np0", "mode": "bridge", "mtu": 9000, "ipam": '{"type": "nv-ipam", "poolName": "p"}'},
+            {
+                "type": "macvlan",
+                "master": "ens1f0np0",
+                "mode": "bridge",
+                "mtu": 9000,
+                "ipam": {"type": "nv-ipam", "poolName": "p"},
+            },
+            None,
+        ),
+        (
+            "HostDeviceNetwork",
+            {"resourceName": "hostdev"},
+            {"type": "host-device"},
+            {RESOURCE_ANNOTATION: "nvidia.com/hostdev"},
+        ),
+        ("IPoIBNetwork", {"master": "ibp20s0"}, {"type": "ipoib", "master": "ibp20s0"}, None),
+    ],
+)
+def test_network_writes_its_attachment_definition(kind, spec, config, annotations):
+    client, sim = network_lab()
+    client.add(
+        {"apiVersion": API, "kind": kind, "metadata": {"name": "net"}, "spec": {"networkNamespace": "training", **spec}}
+    )
+    settle_networks(sim)
+    nad = client.obj("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", "net", "training")
+    assert nad is not None
+    assert json.loads(nad["spec"]["config"]) == {"cniVersion": "0.3.1", "name": "net", **config}
+    assert (nad["metadata"].get("annotations") or None) == annotations
+    assert nad["metadata"]["ownerReferences"][0]["kind"] == kind
+    assert client.obj(API, kind, "net")["status"] == {"state": "ready"}
+
+
+def test_network_in_a_missing_namespace_is_an_error_and_no_operator_no_status():
+    client, sim = network_lab()
+    client.add(
+        {
+            "apiVersion": API,
+            "kind": "MacvlanNetwork",
+            "metadata": {"name": "n"},
+            "spec": {"networkNamespace": "nope", "master": "x"},
+        }
+    )
+    settle_networks(sim)
+    assert client.obj(API, "MacvlanNetwork", "n")["status"] == {
+        "state": "error",
+        "reason": "networkNamespace nope not found",
+    }
+    client, sim = network_lab(operator=False)
+    client.add(
+        {
+            "apiVersion": API,
+            "kind": "MacvlanNetwork",
+            "metadata": {"name": "n"},
+            "spec": {"networkNamespace": "training", "master": "x"},
+        }
+    )
+    settle_networks(sim)
+    assert "status" not in client.obj(API, "MacvlanNetwork", "n")
+    assert set(NETWORK_HANDLERS) <= set(BUILTIN_HANDLERS)
