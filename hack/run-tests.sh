@@ -109,12 +109,12 @@ molecule_on() { # molecule_on b|c SCENARIO...: a lab of its own, up, the scenari
 }
 
 # Lab "c" takes these after the checks; lab "b" every other scenario (a new scenario lands there).
-MOLECULE_C=(amd_gpu_operator gpuops)
-molecule_b_scenarios() {
+MOLECULE_C=(amd_gpu_operator gpuops network_operator)
+molecule_scenarios() { # molecule_scenarios b|c: the scenarios of that lab that exist
   local s
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
-    [[ " ${MOLECULE_C[*]} " == *" $s "* ]] || echo "$s"
+    if [[ " ${MOLECULE_C[*]} " == *" $s "* ]]; then [ "$1" = c ] && echo "$s"; else [ "$1" = b ] && echo "$s"; fi
   done
 }
 
@@ -129,9 +129,18 @@ timed() { # timed NAME CMD...: runs CMD with its output in .state/stages/NAME.lo
   return $rc
 }
 
-stream_checks() { timed lint do_lint; timed sanity do_sanity; timed unit do_unit; timed molecule-c molecule_on c "${MOLECULE_C[@]}"; }
+stream_checks() {
+  timed lint do_lint
+  timed sanity do_sanity
+  timed unit do_unit
+  mapfile -t c < <(molecule_scenarios c)
+  timed molecule-c molecule_on c "${c[@]}"
+}
 stream_integration() { timed lab-up lab_up && timed integration do_integration; timed lab-down lab_down; }
-stream_molecule() { mapfile -t b < <(molecule_b_scenarios); timed molecule-b molecule_on b "${b[@]}"; }
+stream_molecule() {
+  mapfile -t b < <(molecule_scenarios b)
+  timed molecule-b molecule_on b "${b[@]}"
+}
 
 run_all() { # the three streams; each stage's output is printed, in this order, as soon as it has finished
   local names=(lint sanity unit lab-up integration lab-down molecule-b molecule-c) n shown=() rc
