@@ -400,6 +400,9 @@ def test_handlers_are_builtin():
         "DeviceConfig",
         "NfdWorker",
         "NicClusterPolicy",
+        "MacvlanNetwork",
+        "HostDeviceNetwork",
+        "IPoIBNetwork",
     }
 
 
