@@ -214,7 +214,7 @@ def selector_matches(selectors: Mapping[str, Any], nic: Mapping[str, Any]) -> bo
             if want and (not netdevs or netdevs[0] not in want):
                 return False
         elif key == "pfNames":
-            if want and not any(d in [str(w).split("#")[0] for w in want] for d in netdevs):
+            if want and not any(d in [str(w).split("#", maxsplit=1)[0] for w in want] for d in netdevs):
                 return False
         elif key == "isRdma":
             if want and not nic.get("rdma_device"):
