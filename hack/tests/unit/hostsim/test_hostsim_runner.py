@@ -77,9 +77,11 @@ def test_sriov_write_inside_the_namespace_gets_vfs(fresh):
     pf = "/sys/bus/pci/devices/0000:14:00.0"
     res = run_in(
         tree,
-        f"echo 4 > {pf}/sriov_numvfs; i=0; while [ ! -e {pf}/virtfn3 ] && [ $i -lt 100 ]; do "
+        # the simulated kernel answers a write asynchronously: wait for it (up to 10 s, it can be slow under load)
+        f"echo 4 > {pf}/sriov_numvfs; i=0; while [ ! -e {pf}/virtfn3 ] && [ $i -lt 500 ]; do "
         f"sleep 0.02; i=$((i+1)); done; ls -d {pf}/virtfn* | wc -l; readlink {pf}/virtfn0; "
-        f"echo 2 > {pf}/sriov_numvfs; sleep 0.3; cat {pf}/sriov_numvfs; "
+        f"echo 2 > {pf}/sriov_numvfs; i=0; while [ \"$(cat {pf}/sriov_numvfs)\" != 4 ] && [ $i -lt 500 ]; do "
+        f"sleep 0.02; i=$((i+1)); done; sleep 0.3; cat {pf}/sriov_numvfs; "
         "ls /sys/class/net | grep -c 'enp20s0f'",
     )
     assert res.returncode == 0, res.stderr
