@@ -80,7 +80,7 @@ def test_sriov_write_inside_the_namespace_gets_vfs(fresh):
         # the simulated kernel answers a write asynchronously: wait for it (up to 10 s, it can be slow under load)
         f"echo 4 > {pf}/sriov_numvfs; i=0; while [ ! -e {pf}/virtfn3 ] && [ $i -lt 500 ]; do "
         f"sleep 0.02; i=$((i+1)); done; ls -d {pf}/virtfn* | wc -l; readlink {pf}/virtfn0; "
-        f"echo 2 > {pf}/sriov_numvfs; i=0; while [ \"$(cat {pf}/sriov_numvfs)\" != 4 ] && [ $i -lt 500 ]; do "
+        f'echo 2 > {pf}/sriov_numvfs; i=0; while [ "$(cat {pf}/sriov_numvfs)" != 4 ] && [ $i -lt 500 ]; do '
         f"sleep 0.02; i=$((i+1)); done; sleep 0.3; cat {pf}/sriov_numvfs; "
         "ls /sys/class/net | grep -c 'enp20s0f'",
     )
