@@ -16,7 +16,7 @@ import json
 import os
 import traceback
 
-from ansible.module_utils.basic import env_fallback
+from ansible.module_utils.basic import env_fallback, missing_required_lib
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
 
 K8S_IMPORT_ERROR: str | None
@@ -54,6 +54,12 @@ AUTH_ARG_SPEC = {
         "fallback": (env_fallback, ["K8S_AUTH_KEY_FILE"]),
     },
 }
+
+
+def require_client(module) -> None:
+    """Fail the module, naming the missing library, when the kubernetes client is not installed."""
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
 
 
 def auth_argument_spec():

@@ -467,7 +467,6 @@ api_requests:
   sample: 6
 """
 
-from ansible.module_utils.basic import missing_required_lib  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s, _readiness  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
@@ -517,8 +516,7 @@ def new_waiter(params, check_mode):
 
 
 def status(ctx):
-    if not _k8s.HAS_KUBERNETES:
-        ctx.module.fail_json(msg=missing_required_lib("kubernetes"), exception=_k8s.K8S_IMPORT_ERROR)
+    _k8s.require_client(ctx.module)
     waiter = new_waiter(ctx.params, ctx.check_mode)
     reader = _k8s.Reader(_k8s.new_api_client(ctx.params))
     result = dict(changed=False, **_cluster_status.gather(reader, ctx.params, waiter))

@@ -114,7 +114,6 @@ status:
   sample: deployed
 """
 
-from ansible.module_utils.basic import missing_required_lib  # noqa: E402 - after the documentation
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._helm_cli import Helm  # noqa: E402
@@ -135,8 +134,7 @@ ARGUMENT_SPEC = {
 
 def _namespace_labels(ctx):
     """The release namespace's labels; None when it does not exist."""
-    if not _k8s.HAS_KUBERNETES:
-        ctx.module.fail_json(msg=missing_required_lib("kubernetes"), exception=_k8s.K8S_IMPORT_ERROR)
+    _k8s.require_client(ctx.module)
     from kubernetes import client
 
     ns = ctx.params["namespace"]

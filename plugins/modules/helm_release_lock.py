@@ -88,7 +88,6 @@ holder:
 import time  # noqa: E402 - after the documentation, as ansible-test expects
 from datetime import datetime, timezone  # noqa: E402
 
-from ansible.module_utils.basic import missing_required_lib  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
@@ -148,8 +147,7 @@ class Leases:
 
 
 def lock(ctx):
-    if not _k8s.HAS_KUBERNETES:
-        ctx.module.fail_json(msg=missing_required_lib("kubernetes"), exception=_k8s.K8S_IMPORT_ERROR)
+    _k8s.require_client(ctx.module)
     p = ctx.params
     name = _helm_release.lease_name(p["release"], p["namespace"])
     leases = Leases(_k8s.new_api_client(p), p["lease_namespace"])

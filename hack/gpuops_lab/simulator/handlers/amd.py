@@ -48,7 +48,6 @@ from ..framework import DAEMONSET, NODE, POD, Cache, Context, Handler, Key, Kind
 from .nvidia import (
     DEFAULT_INSTANCE,
     FAULT_NFD_LABELS_MISSING,
-    INSTANCE_LABEL,
     KWOK_TOLERATION,
     NFD_PREFIX,
     PROFILE_LABEL,
@@ -65,6 +64,7 @@ from .nvidia import (
     oldest,
     pod_owner_name,
     pods_by_node_and_owner,
+    scope_to_instance,
     spec_enabled,
     with_applied_hash,
 )
@@ -188,17 +188,7 @@ def daemonset_manifest(op: AmdOperand, dc: Mapping[str, Any], instance: str) -> 
         "containers": [{"name": op.container, "image": image}],
     }
     labels = dict(match)
-    if instance != DEFAULT_INSTANCE:
-        selector[INSTANCE_LABEL] = instance
-        labels[INSTANCE_LABEL] = instance
-    else:
-        pod_spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": [{"key": INSTANCE_LABEL, "operator": "DoesNotExist"}]}]
-                }
-            }
-        }
+    scope_to_instance(instance, pod_spec, selector, labels)
     manifest = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",

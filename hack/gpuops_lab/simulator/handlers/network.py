@@ -78,7 +78,6 @@ from .nvidia import (
     DEFAULT_INSTANCE,
     FAULT_NFD_LABELS_MISSING,
     GPU_TOLERATION,
-    INSTANCE_LABEL,
     KWOK_TOLERATION,
     NFD_PREFIX,
     PROFILE_LABEL,
@@ -93,6 +92,7 @@ from .nvidia import (
     merge_tolerations,
     pod_owner_name,
     pods_by_node_and_owner,
+    scope_to_instance,
     with_applied_hash,
 )
 
@@ -280,17 +280,7 @@ def daemonset_manifest(
         "containers": [{"name": container, "image": image_of(spec, section)}],
     }
     labels = {"app": app}
-    if instance != DEFAULT_INSTANCE:
-        selector[INSTANCE_LABEL] = instance
-        labels[INSTANCE_LABEL] = instance
-    else:
-        pod_spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": [{"key": INSTANCE_LABEL, "operator": "DoesNotExist"}]}]
-                }
-            }
-        }
+    scope_to_instance(instance, pod_spec, selector, labels)
     if selector:
         pod_spec["nodeSelector"] = selector
     manifest = {

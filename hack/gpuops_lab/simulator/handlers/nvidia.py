@@ -423,6 +423,23 @@ def instance_of(obj: Mapping[str, Any] | None) -> str:
     return labels_of(obj).get(INSTANCE_LABEL) or DEFAULT_INSTANCE
 
 
+def scope_to_instance(instance: str, pod_spec: Obj, node_selector: Obj, labels: Obj | None = None) -> None:
+    """An operand DaemonSet of a test's own instance runs only on nodes labelled with it (and carries the label);
+    the default instance's stays off every labelled node."""
+    if instance != DEFAULT_INSTANCE:
+        node_selector[INSTANCE_LABEL] = instance
+        if labels is not None:
+            labels[INSTANCE_LABEL] = instance
+    else:
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": INSTANCE_LABEL, "operator": "DoesNotExist"}]}]
+                }
+            }
+        }
+
+
 def in_scope(obj: Mapping[str, Any] | None, instance: str) -> bool:
     return instance_of(obj) == instance
 
@@ -625,16 +642,7 @@ def daemonset_manifest(op: Operand, cp: Mapping[str, Any], namespace: str, insta
         "initContainers": inits,
         "containers": containers,
     }
-    if instance != DEFAULT_INSTANCE:
-        node_selector[INSTANCE_LABEL] = instance
-    else:
-        pod_spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": [{"key": INSTANCE_LABEL, "operator": "DoesNotExist"}]}]
-                }
-            }
-        }
+    scope_to_instance(instance, pod_spec, node_selector)
     strategy: Obj = {"type": ds_cfg.get("updateStrategy") or "RollingUpdate"}
     if strategy["type"] == "RollingUpdate":
         max_unavailable = str((ds_cfg.get("rollingUpdate") or {}).get("maxUnavailable") or "1")
