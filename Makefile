@@ -19,12 +19,15 @@ help:
 	@echo "make down   - stop every lab process and remove all lab state"
 	@echo "make up | status | bench | build | venv"
 
-$(VENV)/.stamp: requirements/bootstrap.txt requirements/dev.txt requirements/constraints.txt
+$(VENV)/.stamp: hack/venv/gpuops_zipimport_cache.py requirements/bootstrap.txt requirements/dev.txt requirements/constraints.txt
 	py=$$(bash hack/find-python312.sh) && $$py -m venv $(VENV)
 	bash hack/host-deps.sh
 	# uv (pinned in requirements/bootstrap.txt) installs the pinned set in seconds; pip took about 2 minutes
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements/bootstrap.txt
 	VIRTUAL_ENV=$(VENV) $(VENV)/bin/uv pip install -q -r requirements/dev.txt -c requirements/constraints.txt pip
+	# modules imported from Ansible's zip payloads keep their bytecode (hack/venv/gpuops_zipimport_cache.py)
+	sp=$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
+	  && cp hack/venv/gpuops_zipimport_cache.py "$$sp/" && echo 'import gpuops_zipimport_cache' > "$$sp/gpuops_zipimport_cache.pth"
 	touch $@
 
 $(COLL_LINK):
