@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis, _readiness
+from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis, _network_status, _readiness
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
 from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import (
     AMD_GPU,
@@ -35,10 +35,10 @@ _GPU_RESOURCE = re.compile(r"^(nvidia\.com/gpu(\.shared)?|nvidia\.com/mig-.+|amd
 
 
 # -- collection: the only function that talks to the API server ---------------------------------------------
-def collect(reader, operator_namespace, amd_namespace):
+def collect(reader, operator_namespace, amd_namespace, network=None):
     """List everything the view needs: nodes, pods and DaemonSets of the operator namespace, pods of the AMD
     namespace, ClusterPolicies and DeviceConfigs. Six requests (five when both namespaces are the same),
-    whatever the number of nodes."""
+    whatever the number of nodes; with ``network`` (``_network_status.settings``) four more."""
     raw = {
         "nodes": reader.nodes(),
         "pods": reader.pods(operator_namespace),
@@ -47,6 +47,8 @@ def collect(reader, operator_namespace, amd_namespace):
         "device_configs": reader.namespaced_custom(DEVICE_CONFIG[0], DEVICE_CONFIG[1], amd_namespace, DEVICE_CONFIG[2]),
     }
     raw["amd_pods"] = reader.pods(amd_namespace) if amd_namespace != operator_namespace else []
+    if network is not None:
+        raw.update(_network_status.collect(reader, network, operator_namespace, raw["pods"]))
     return raw
 
 
@@ -60,7 +62,7 @@ def gather(reader, params, waiter=None):
     waiter = waiter or _readiness.NullWaiter()
 
     def probe():
-        raw = collect(reader, params["operator_namespace"], params["amd_namespace"])
+        raw = collect(reader, params["operator_namespace"], params["amd_namespace"], _network_status.settings(params))
         view = build_view(raw, params, selector)
         return view, (not_ready(reader, raw, view, params, targets, wait.get("nodes", True)) if wait else [])
 
@@ -560,6 +562,17 @@ def build_view(raw, params, selector=None):
         pods_by_node.setdefault(pod["node"], []).append(pod)
     for node in gpu_nodes.values():
         node["operands"].sort(key=lambda p: (p["component"] or "", p["name"]))
+    net = _network_status.settings(params)
+    network = None
+    if net is not None:
+        network = _network_status.build(
+            raw,
+            net,
+            raw["nodes"],
+            lambda name, labels: selector_matches(selector, labels) if selector is not None else True,
+            pod_view,
+        )
+        network["host_facts"] = match_host_facts(params.get("host_facts"), [n["name"] for n in network["nodes"]])
     facts = match_host_facts(params.get("host_facts"), list(gpu_nodes))
     for name in facts:
         gpu_nodes[name]["host_facts"] = True
@@ -587,6 +600,7 @@ def build_view(raw, params, selector=None):
         "device_configs": device_configs_view(raw["device_configs"]),
         "host_facts": facts,
         "vendors": sorted(vendors) if vendors is not None else list(VENDORS),
+        "network": network,
     }
 
 
@@ -636,7 +650,7 @@ def result(view, findings, api_requests):
         node = dict(node)
         node["operands"] = [_public_pod(p) for p in node["operands"]]
         nodes.append(node)
-    return {
+    out = {
         "nodes": nodes,
         "operator": {
             "namespace": view["operator_namespace"],
@@ -649,3 +663,6 @@ def result(view, findings, api_requests):
         "diagnosis": findings,
         "api_requests": api_requests,
     }
+    if view.get("network") is not None:
+        out["network"] = _network_status.result(view["network"])
+    return out

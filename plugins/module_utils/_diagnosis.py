@@ -21,6 +21,7 @@ from typing import Any
 from ansible_collections.gpuops.platform.plugins.module_utils import (
     _diag_amd,
     _diag_general,
+    _diag_network,
     _diag_nvidia,
     _diag_nvidia_operator,
 )
@@ -51,6 +52,12 @@ RULE_TABLE: tuple[tuple[str | None, Rule], ...] = (
     (None, _diag_general.rule_operand_crashloop),
     (None, _diag_general.rule_gpu_resource_missing),
     ("amd", _diag_amd.rule_device_config),
+    # the network side: only with the module's network option (view["network"]), but peermem
+    (None, _diag_network.rule_nic_cluster_policy),
+    (None, _diag_network.rule_ofed_driver),
+    (None, _diag_network.rule_network_resource_missing),
+    (None, _diag_network.rule_sriov_node_state),
+    ("nvidia", _diag_network.rule_peermem),
 )
 RULES: tuple[Rule, ...] = tuple(rule for _vendor, rule in RULE_TABLE)
 RULE_VENDOR: dict[Rule, str | None] = {rule: vendor for vendor, rule in RULE_TABLE}

@@ -22,6 +22,7 @@ description:
     kernel headers, NVSwitch and fabric manager).
   - A custom resource definition that is not installed is reported in the result (RV(summary.cluster_policy) is
     V(not installed)), not as an error.
+  - With O(network), the network fabric too (RV(network)) - four more list requests, whatever the number of nodes.
 author:
   - gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
@@ -122,6 +123,36 @@ options:
           label_selector:
             description: Kubernetes label selector the objects must match.
             type: str
+  network:
+    description:
+      - Also report and diagnose the network fabric of the NVIDIA Network Operator and the SR-IOV Network Operator,
+        with four more list requests whatever the number of nodes - pods in O(network.namespace), NicClusterPolicies
+        (C(mellanox.com/v1alpha1)), SriovNetworkNodeStates (C(sriovnetwork.openshift.io/v1)) in
+        O(network.sriov_namespace), and PodDisruptionBudgets (cluster-wide, to name what blocks a drain). Three when
+        O(network.namespace) is O(operator_namespace).
+      - Reported per node with an NVIDIA NIC (label C(feature.node.kubernetes.io/pci-15b3.present=true)), the label
+        C(network.nvidia.com/operator.mofed.wait), RDMA or SR-IOV resources, or a SriovNetworkNodeState, that
+        matches O(node_selector) when given; see RV(network).
+      - Adds the diagnosis rows V(nicclusterpolicy-ignored), V(nicclusterpolicy-not-ready),
+        V(nicclusterpolicy-not-reconciled), V(network-operator-not-installed), V(ofed-driver-crashloop),
+        V(ofed-driver-not-ready), V(rdma-resource-missing), V(sriov-resource-missing), V(sriov-vfs-above-limit),
+        V(sriov-sync-failed), V(sriov-drain-blocked) and V(sriov-sync-in-progress). O(host_facts) C(nics),
+        C(kernel) and C(secure_boot) narrow their causes.
+      - When not set, nothing of the network is read (the result has no RV(network)). V(peermem-not-loaded) is
+        judged either way, from the ClusterPolicy and the driver pods.
+    type: dict
+    suboptions:
+      namespace:
+        description:
+          - Namespace of the NVIDIA Network Operator and its operand DaemonSets (C(mofed-*-ds), device plugins).
+        type: str
+        default: nvidia-network-operator
+      sriov_namespace:
+        description:
+          - Namespace of the SR-IOV Network Operator, where its SriovNetworkNodeStates are - the standalone chart's
+            namespace, or O(network.namespace) when the operator bundled in the Network Operator chart is used.
+        type: str
+        default: sriov-network-operator
   fail_on_error:
     description:
       - Fail when the diagnosis has a finding of severity V(error). The result is returned either way.
@@ -135,7 +166,13 @@ notes:
     C(driver-validation), C(toolkit-validation), C(cuda-validation) and C(plugin-validation) in that order.
   - The user needs C(list) on nodes, on pods and DaemonSets in O(operator_namespace), on pods in O(amd_namespace),
     on C(clusterpolicies.nvidia.com) and on C(deviceconfigs.amd.com); with O(wait.objects), C(list) on their kinds
-    in their namespaces.
+    in their namespaces; with O(network), C(list) on pods in O(network.namespace), on
+    C(nicclusterpolicies.mellanox.com), on C(sriovnetworknodestates.sriovnetwork.openshift.io) in
+    O(network.sriov_namespace) and on C(poddisruptionbudgets.policy) in all namespaces.
+  - Network Operator facts used (v26.4.1) - only the NicClusterPolicy named C(nic-cluster-policy) is reconciled, any
+    other gets C(status.state) V(ignore); the driver DaemonSet is C(mofed-<os><version>-ds); nodes with an NVIDIA NIC
+    carry C(network.nvidia.com/operator.mofed.wait) (V(true) until the driver is ready there). GPU Operator - with
+    C(driver.rdma.enabled) the driver pod runs the container C(nvidia-peermem-ctr).
 seealso:
   - module: gpuops.platform.gpu_host_facts
 """
@@ -174,6 +211,13 @@ EXAMPLES = r"""
       objects:
         - {kind: DaemonSet, namespace: node-feature-discovery, label_selector: app.kubernetes.io/instance=nfd}
         - {kind: Deployment, namespace: node-feature-discovery, label_selector: app.kubernetes.io/instance=nfd}
+
+- name: GPU and network fabric, with the bundled SR-IOV operator in the Network Operator's namespace
+  gpuops.platform.gpu_cluster_status:
+    network:
+      namespace: nvidia-network-operator
+      sriov_namespace: nvidia-network-operator
+    fail_on_error: true
 
 - name: Only the training pool
   gpuops.platform.gpu_cluster_status:
@@ -401,7 +445,8 @@ diagnosis:
           V(operator-not-running), V(operator-namespace-mismatch), V(clusterpolicy-ignored), V(clusterpolicy-not-ready),
           V(clusterpolicy-not-reconciled), V(host-driver-conflict), V(node-not-ready), V(node-condition),
           V(nvidia-operator-not-installed), V(amd-operator-not-installed), V(deviceconfig-no-nodes),
-          V(deviceconfig-not-ready), V(amd-driver-install-failed).
+          V(deviceconfig-not-ready), V(amd-driver-install-failed), V(peermem-not-loaded), and with O(network) the
+          network rows listed there.
       type: str
     severity:
       description: V(error), V(warning) or V(info).
@@ -431,6 +476,62 @@ diagnosis:
                  "host facts: nouveau loaded and in use"]
       cause: nouveau is loaded on the host and holds the GPUs, so nvidia.ko cannot load
       fix: blacklist nouveau (gpuops.platform.nouveau_blacklist), rebuild the initramfs and reboot the node
+network:
+  description: The network fabric; only returned when O(network) is set.
+  returned: when O(network) is set
+  type: dict
+  contains:
+    namespace:
+      description: O(network.namespace).
+      type: str
+    sriov_namespace:
+      description: O(network.sriov_namespace).
+      type: str
+    nic_cluster_policies:
+      description:
+        - C(installed) (the CRD is served), C(active) (V(nic-cluster-policy) when it exists, else null) and
+          C(objects), by name, each with C(name), C(state) (V(ready), V(notReady), V(ignore), null before the first
+          reconcile), C(reason), C(applied_states) (C(name), C(state), C(message) per component, for example
+          V(state-OFED)), C(active) and C(spec).
+      type: dict
+    nodes:
+      description: The network nodes, sorted by name.
+      type: list
+      elements: dict
+      contains:
+        name:
+          description: Node name.
+          type: str
+        nic:
+          description: The node has an NVIDIA NIC (C(feature.node.kubernetes.io/pci-15b3.present=true)).
+          type: bool
+        mofed_wait:
+          description: Value of the label C(network.nvidia.com/operator.mofed.wait), null when absent.
+          type: str
+        unschedulable:
+          description: The node is cordoned (as during an SR-IOV drain).
+          type: bool
+        rdma:
+          description: Allocatable C(rdma/*) resources (and other RDMA shared device plugin prefixes), integers.
+          type: dict
+          sample: {"rdma/rdma_shared_ib": 63}
+        sriov:
+          description: Allocatable SR-IOV resources (C(openshift.io/*), C(nvidia.com/*) other than GPUs), integers.
+          type: dict
+        ofed:
+          description: The DOCA/MOFED driver pod on the node (C(mofed-*) DaemonSet), with the operand pod keys, or null.
+          type: dict
+        sriov_state:
+          description:
+            - The node's SriovNetworkNodeState, or null - C(name), C(namespace), C(sync_status), C(last_sync_error),
+              the drain annotations C(desired_state) and C(current_state), and C(interfaces) (C(name), C(pci_address),
+              C(num_vfs_wanted) from the spec, C(num_vfs) and C(totalvfs) from the status).
+          type: dict
+    summary:
+      description:
+        - C(nic_nodes), C(rdma_nodes), C(nic_cluster_policy) (state of C(nic-cluster-policy), V(none) or
+          V(not installed)), C(sriov_states), C(sriov_states_succeeded), C(ofed_pods_ready).
+      type: dict
 wait:
   description: How the wait of O(wait) ended; only returned when O(wait) is set.
   returned: when O(wait) is set
@@ -460,8 +561,8 @@ wait:
       type: str
 api_requests:
   description:
-    - HTTP requests made to the API server; constant per look whatever the number of nodes (one more list per
-      kind and namespace of O(wait.objects) that the look does not already hold).
+    - HTTP requests made to the API server; constant per look whatever the number of nodes (four more with
+      O(network); one more list per kind and namespace of O(wait.objects) that the look does not already hold).
   returned: always
   type: int
   sample: 6
@@ -495,6 +596,13 @@ ARGUMENT_SPEC = dict(
                     "label_selector": {"type": "str"},
                 },
             },
+        },
+    },
+    network={
+        "type": "dict",
+        "options": {
+            "namespace": {"type": "str", "default": "nvidia-network-operator"},
+            "sriov_namespace": {"type": "str", "default": "sriov-network-operator"},
         },
     },
     fail_on_error={"type": "bool", "default": False},
