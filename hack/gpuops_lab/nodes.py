@@ -118,6 +118,7 @@ def rows(core: client.CoreV1Api) -> list[dict[str, str]]:
         ready = next((c.status for c in (n.status.conditions or []) if c.type == "Ready"), "Unknown")
         alloc = n.status.allocatable or {}
         gpus = ",".join(f"{k}={v}" for k, v in sorted(alloc.items()) if k.endswith("/gpu") or "/mig-" in k) or "-"
+        rdma = ",".join(f"{k}={v}" for k, v in sorted(alloc.items()) if k.startswith("rdma/")) or "-"
         nfd = (
             ",".join(
                 sorted(k[len(NFD) + 1 :] for k, v in labels.items() if k.startswith(f"{NFD}/pci-") and v == "true")
@@ -130,6 +131,7 @@ def rows(core: client.CoreV1Api) -> list[dict[str, str]]:
                 "PROFILE": labels.get(profiles.PROFILE_LABEL, "-"),
                 "READY": ready,
                 "GPU RESOURCES": gpus,
+                "RDMA RESOURCES": rdma,
                 "NFD PCI LABELS": nfd,
             }
         )

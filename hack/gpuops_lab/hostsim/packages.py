@@ -58,6 +58,35 @@ def ofed_of(pkgs: dict[str, str]) -> dict[str, str] | None:
     return {"kind": kind, "version": catalog.upstream_version(pkgs["mlnx-ofed-kernel-dkms"])}
 
 
+OFED_INFO = "/usr/bin/ofed_info"
+
+
+def ofed_info_tool(host: Host, pkgs: dict[str, str] | None = None) -> None:
+    """/usr/bin/ofed_info as MLNX_OFED and DOCA-OFED install it: a shell script with the release baked in
+    (``-s``: ``MLNX_OFED_LINUX-<version>:`` or, for DOCA-OFED, ``OFED-internal-<version>:``; ``-n``: the version);
+    gone when the stack is removed, so a host without MOFED has no ofed_info, as on a real one. A plain script,
+    not a namespace shim: it reads nothing of the host."""
+    pkgs = read_status(host) if pkgs is None else pkgs
+    ofed = ofed_of(pkgs)
+    path = host.p(OFED_INFO)
+    if ofed is None:
+        remove(path)
+        return
+    short = f"{'OFED-internal' if ofed['kind'] == 'doca' else 'MLNX_OFED_LINUX'}-{ofed['version']}:"
+    listing = "".join(f"{n}: {v}\\n" for n, v in sorted(pkgs.items()) if n in ("mlnx-ofed-kernel-dkms", "doca-ofed"))
+    write(
+        path,
+        f"#!/bin/sh\n# ofed_info of {ofed['kind']} {ofed['version']} (gpuops hostsim, as the package installs it)\n"
+        'case "$1" in\n'
+        f"  -s) echo '{short}' ;;\n"
+        f"  -n) echo '{ofed['version']}' ;;\n"
+        f"  '') printf '{short}\\n\\n{listing}' ;;\n"
+        '  *) echo "Usage: $0 [-s|-n]" >&2; exit 1 ;;\n'
+        "esac\n",
+        0o755,
+    )
+
+
 def depmod(host: Host, pkgs: dict[str, str] | None = None, *, built: bool = True) -> dict[str, dict[str, Any]]:
     """Write /lib/modules/<release>/{modules.dep, *.ko} for what is installed. `built`: whether DKMS
     packages have been built (false for a tree whose profile has an nvidia-dkms package but no headers)."""
@@ -142,6 +171,7 @@ def install(host: Host, name: str, version: str) -> list[str]:
     if catalog.NVIDIA_DKMS_RE.match(name) or name in ("mlnx-ofed-kernel-dkms", "doca-ofed"):
         out.append(f"Building initial module for {host.release}\nDone.")
         depmod(host, pkgs)
+        ofed_info_tool(host, pkgs)
     return out
 
 
@@ -154,4 +184,5 @@ def uninstall(host: Host, name: str) -> list[str]:
     write_status(host, pkgs)
     if catalog.NVIDIA_DKMS_RE.match(name) or name in ("mlnx-ofed-kernel-dkms", "doca-ofed"):
         depmod(host, pkgs)
+        ofed_info_tool(host, pkgs)
     return [f"Removing {name} ({version}) ..."]

@@ -243,6 +243,7 @@ def build_tree(
     for p in h["packages"]:
         packages.materialize(host, p, True)
     packages.depmod(host, h["packages"], built=h["headers_installed"] or bool(h["nvidia_driver"]))
+    packages.ofed_info_tool(host, h["packages"])
     shims.install(host, meta["python"], meta["hack"], h["initramfs_tool"])
     _initramfs_snapshot(host, h["initramfs_tool"])
     if not (dest / "lib").exists():

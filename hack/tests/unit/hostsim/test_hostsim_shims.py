@@ -139,3 +139,31 @@ def test_shims_refuse_to_run_outside_the_namespace(trees):
     res = subprocess.run([str(tree / "usr/sbin/modprobe"), "-r", "ice"], capture_output=True, text=True, check=False)
     assert res.returncode == 126 and "outside that host's namespace" in res.stderr
     assert "ice" in probe.modules(tree)
+
+
+def test_ofed_info_comes_and_goes_with_the_mofed_packages(fresh, trees):
+    """MLNX_OFED installs /usr/bin/ofed_info (what gpu_host_facts reads with `ofed_info -s`); a host without the
+    stack has none, and removing the stack removes it."""
+    assert not (trees["pcie-l40s"] / "usr/bin/ofed_info").exists()  # inbox RDMA stack only
+    tree = fresh("dgx-h100")
+    r = steps(
+        tree,
+        "ofed_info -s",
+        "ofed_info -n",
+        "ofed_info",
+        "ofed_info -x",
+        "apt-get remove -y mlnx-ofed-kernel-dkms",
+        "command -v ofed_info",
+    )
+    assert r[0] == (0, "MLNX_OFED_LINUX-24.10-1.1.4.0:\n", "")
+    assert r[1] == (0, "24.10-1.1.4.0\n", "")
+    assert r[2][1].splitlines() == ["MLNX_OFED_LINUX-24.10-1.1.4.0:", "", "mlnx-ofed-kernel-dkms: 24.10-1.1.4.0-1"]
+    assert r[3][0] == 1 and "Usage" in r[3][2]
+    assert r[4][0] == 0 and r[5][0] != 0
+
+
+def test_ofed_info_of_doca_ofed(fresh):
+    prof = profiles.load("dgx-h100")
+    prof["host"]["ofed"] = {"kind": "doca", "version": "25.01-0.6.0"}
+    ((rc, out, _err),) = steps(fresh(prof), "ofed_info -s")
+    assert (rc, out) == (0, "OFED-internal-25.01-0.6.0:\n")

@@ -37,6 +37,25 @@ def test_table_format():
     assert nodes.table([]) == "(no nodes)"
 
 
+def test_table_rows_show_gpu_and_rdma_resources():
+    """The demo's table: GPU resources and the RDMA shared device plugin's rdma/* allocatable per node."""
+    from types import SimpleNamespace as NS
+
+    def node(name, alloc):
+        meta = NS(name=name, labels={}, annotations={})
+        return NS(metadata=meta, status=NS(allocatable=alloc, conditions=[NS(type="Ready", status="True")]))
+
+    items = [
+        node("dgx-0", {"cpu": "224", "nvidia.com/gpu": "8", "rdma/rdma_ib": "63", "rdma/rdma_roce": "63"}),
+        node("cpu-0", {"cpu": "8"}),
+    ]
+    core = NS(list_node=lambda: NS(items=items))
+    rs = nodes.rows(core)
+    assert [r["RDMA RESOURCES"] for r in rs] == ["rdma/rdma_ib=63,rdma/rdma_roce=63", "-"]
+    assert [r["GPU RESOURCES"] for r in rs] == ["nvidia.com/gpu=8", "-"]
+    assert "RDMA RESOURCES" in nodes.table(rs).splitlines()[0]
+
+
 def test_nfd_master_is_pinned_configured_and_on_loopback(tmp_path):
     from gpuops_lab import nfd
     from gpuops_lab.cluster import BINARIES, ORDER, Lab
