@@ -37,6 +37,11 @@ What it writes (upstream behaviour unless marked *sim*):
 Faults (per node): `nfd-labels-missing` hides the node's NFD labels (no operand lands there);
 `network-driver-not-ready`: the driver container pod stays Running but not Ready (mofed-container), so
 mofed.wait stays `true`, the device plugins do not land and the OFED state is notReady.
+`ofed-crashloop-headers` / `ofed-crashloop-secureboot`: the driver container (mofed-container) goes
+CrashLoopBackOff with the last termination message naming the cause (*sim* wording, what the DOCA driver
+container's entrypoint and modprobe print): `OFED_HEADERS_MESSAGE` (no linux-headers package for the node's kernel,
+from its status.nodeInfo.kernelVersion) or `OFED_SECURE_BOOT_MESSAGE` (the kernel rejects the unsigned module);
+as with `network-driver-not-ready`, mofed.wait stays `true` and nothing above the driver lands.
 
 NetworkHandler (one per kind: MacvlanNetwork, HostDeviceNetwork, IPoIBNetwork; cluster-scoped): while the operator
 runs, writes the NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) of the network's name in `spec.networkNamespace`,
@@ -112,7 +117,33 @@ MELLANOX = "15b3"
 RELEASE = ("nvcr.io/nvidia/mellanox", "network-operator-v26.4.1")
 
 FAULT_DRIVER_NOT_READY = "network-driver-not-ready"
-NETWORK_FAULTS = frozenset({FAULT_NFD_LABELS_MISSING, FAULT_DRIVER_NOT_READY})
+FAULT_OFED_HEADERS = "ofed-crashloop-headers"
+FAULT_OFED_SECURE_BOOT = "ofed-crashloop-secureboot"
+NETWORK_FAULTS = frozenset(
+    {FAULT_NFD_LABELS_MISSING, FAULT_DRIVER_NOT_READY, FAULT_OFED_HEADERS, FAULT_OFED_SECURE_BOOT}
+)
+OFED_HEADERS_MESSAGE = (
+    "E: Unable to locate package linux-headers-{kernel}; kernel headers for {kernel} are not installed and cannot "
+    "be installed: failed to build the DOCA-OFED driver"
+)
+OFED_SECURE_BOOT_MESSAGE = (
+    "modprobe: ERROR: could not insert 'mlx_compat': Key was rejected by service (Secure Boot is enabled and the "
+    "module is not signed by an enrolled key)"
+)
+
+
+def ofed_plan(faults: frozenset[str], node: Mapping[str, Any]) -> PodPlan:
+    """What a fault makes of the node's OFED driver pod."""
+    container = SECTIONS["ofedDriver"][2]
+    kernel = ((node.get("status") or {}).get("nodeInfo") or {}).get("kernelVersion") or "unknown"
+    if FAULT_OFED_HEADERS in faults:
+        return PodPlan("crashloop", container, OFED_HEADERS_MESSAGE.format(kernel=kernel))
+    if FAULT_OFED_SECURE_BOOT in faults:
+        return PodPlan("crashloop", container, OFED_SECURE_BOOT_MESSAGE)
+    if FAULT_DRIVER_NOT_READY in faults:
+        return PodPlan("notready", container)
+    return PodPlan()
+
 
 # section -> (appliedStates name, DaemonSet name, container, selects NVIDIA NIC nodes, waits for the driver)
 SECTIONS: dict[str, tuple[str, str, str, bool, bool]] = {
@@ -491,9 +522,7 @@ class NicClusterPolicyHandler(Handler):
                 if not selects(ds, node, labels):
                     continue
                 pod = pods.get((name, ds["metadata"]["name"]))
-                plan = PodPlan()
-                if section == "ofedDriver" and FAULT_DRIVER_NOT_READY in faults:
-                    plan = PodPlan("notready", SECTIONS[section][2])
+                plan = ofed_plan(faults, node) if section == "ofedDriver" else PodPlan()
                 if pod is not None:
                     pod = apply_pod_plan(ctx, pod, plan)
                 ok = pod is not None and plan.kind == "ok" and is_pod_ready(pod)

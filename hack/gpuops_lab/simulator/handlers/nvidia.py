@@ -86,6 +86,12 @@ Faults (per node, see faults.py):
   the ClusterPolicy goes notReady.
 - `nfd-labels-missing`: the node's NFD labels are treated as absent: no gpu.present/deploy labels
   (gpu.present=false if it was set), so no operand pods and no GPUs.
+- `peermem-not-loaded` (with `spec.driver.rdma.enabled`, whose driver pod has upstream's `nvidia-peermem-ctr`
+  container, transformPeerMemoryContainer): that container Running but not Ready, so the driver pod is not Ready
+  (kubelet's Ready condition names the container; upstream's readiness probe `nvidia-driver probe_nvidia_peermem`
+  prints "nvidia-peermem module is not loaded" into the pod's events) and state-driver is notReady; the driver
+  container itself is fine, so the stack above it and the GPUs are not affected (the validator checks the driver
+  container, not peermem).
 
 Instances: `ClusterPolicyHandler(instance="x")` handles only ClusterPolicies and Nodes labelled
 `sim.gpuops.io/instance=x` (its DaemonSets select those nodes too); the default instance (None) handles
@@ -143,8 +149,11 @@ FAULT_VALIDATOR_INIT_STUCK = "validator-init-stuck"
 FAULT_NFD_LABELS_MISSING = "nfd-labels-missing"
 FAULT_HOST_DRIVER_CONFLICT = "host-driver-conflict"
 FAULT_TOOLKIT_NOT_READY = "toolkit-not-ready"
+FAULT_PEERMEM_NOT_LOADED = "peermem-not-loaded"
+PEERMEM_CONTAINER = "nvidia-peermem-ctr"
 NVIDIA_FAULTS = frozenset(
     {
+        FAULT_PEERMEM_NOT_LOADED,
         FAULT_DRIVER_CRASHLOOP,
         FAULT_VALIDATOR_INIT_STUCK,
         FAULT_NFD_LABELS_MISSING,
@@ -631,6 +640,8 @@ def daemonset_manifest(op: Operand, cp: Mapping[str, Any], namespace: str, insta
             img = image
         inits.append({"name": name, "image": img, "imagePullPolicy": pull})
     containers = [{"name": c, "image": image, "imagePullPolicy": pull} for c in op.containers]
+    if op.key == "driver" and spec_enabled(section.get("rdma"), False):
+        containers.append({"name": PEERMEM_CONTAINER, "image": image, "imagePullPolicy": pull})
     if op.key in CONFIG_MANAGER_OPERANDS and ((section.get("config") or {}).get("name")):
         inits.append({"name": "config-manager-init", "image": image, "imagePullPolicy": pull})
         containers.append({"name": "config-manager", "image": image, "imagePullPolicy": pull})
@@ -690,7 +701,11 @@ class NodeHealth:
 
 
 def node_health(
-    operands: Iterable[str], faults: Iterable[str], host_driver: bool, host_driver_known: bool = True
+    operands: Iterable[str],
+    faults: Iterable[str],
+    host_driver: bool,
+    host_driver_known: bool = True,
+    peermem: bool = False,
 ) -> NodeHealth:
     """Per-operand pod plans on a node that runs `operands` (deploy keys) under `faults`."""
     ops = set(operands)
@@ -712,6 +727,8 @@ def node_health(
         if key == "driver" and driver_fault:
             message = HOST_DRIVER_CONFLICT_MESSAGE if FAULT_HOST_DRIVER_CONFLICT in faults else DRIVER_CRASH_MESSAGE
             plan = PodPlan("crashloop", "nvidia-driver-ctr", message)
+        elif key == "driver" and peermem and FAULT_PEERMEM_NOT_LOADED in faults:
+            plan = PodPlan("notready", PEERMEM_CONTAINER, "nvidia-peermem module is not loaded")
         elif key == "container-toolkit":
             if driver_down:
                 plan = PodPlan("init", "driver-validation")
@@ -1185,9 +1202,14 @@ class ClusterPolicyHandler(Handler):
             on_node = [op for op in wanted if op.daemonset in owners and labels.get(DEPLOY_PREFIX + op.key) == "true"]
             keys = {op.key for op in on_node}
             health = node_health(
-                keys, faults, host_driver=bool(gpu and gpu.host_driver), host_driver_known=gpu is not None
+                keys,
+                faults,
+                host_driver=bool(gpu and gpu.host_driver),
+                host_driver_known=gpu is not None,
+                peermem=spec_enabled(driver_spec.get("rdma"), False),
             )
             ready: dict[str, bool] = {}
+            ready_for_stack: dict[str, bool] = {}
             for op in on_node:
                 pod = pods.get((name, op.daemonset))
                 plan = health.plans.get(op.key, OK)
@@ -1198,9 +1220,14 @@ class ClusterPolicyHandler(Handler):
                 ready[op.key] = pod is not None and plan.kind == "ok" and is_pod_ready(pod)
                 if not ready[op.key]:
                     not_ready.add(op.key)
-            # an operand serves once its pod and the stack below it (driver, toolkit) are ready
+                if plan.container == PEERMEM_CONTAINER and pod is not None:
+                    ready_for_stack[op.key] = (pod.get("status") or {}).get("phase") == "Running"
+            # an operand serves once its pod and the stack below it (driver, toolkit) are ready (only
+            # nvidia-peermem not ready leaves the driver container serving)
             stack_ok = not health.driver_down and not health.toolkit_down
-            stack_ok = stack_ok and all(ready.get(k, True) for k in ("driver", "container-toolkit"))
+            stack_ok = stack_ok and all(
+                ready_for_stack.get(k, ready.get(k, True)) for k in ("driver", "container-toolkit")
+            )
             serving = {
                 k: stack_ok and ready.get(k, False) for k in ("mig-manager", "device-plugin", "gpu-feature-discovery")
             }

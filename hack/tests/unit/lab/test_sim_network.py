@@ -296,6 +296,26 @@ def test_driver_not_ready_keeps_the_device_plugin_off():
     assert lab.client.obj("v1", "Pod", "rdma-shared-dp-ds-dgx-0", NS) is None
 
 
+@pytest.mark.parametrize(
+    ("fault", "fragment"),
+    [
+        ("ofed-crashloop-headers", "linux-headers-"),
+        ("ofed-crashloop-secureboot", "Key was rejected by service"),
+    ],
+)
+def test_ofed_crashloop_faults_say_why(fault, fragment):
+    lab = Lab()
+    lab.node("dgx-0", "dgx-h100", faults=fault)
+    lab.policy()
+    lab.settle()
+    assert lab.labels("dgx-0")[MOFED_WAIT_LABEL] == "true" and lab.allocatable("dgx-0") == {}
+    pod = lab.client.obj("v1", "Pod", "mofed-ubuntu22.04-ds-dgx-0", NS)
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["name"] == "mofed-container" and status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert fragment in status["lastState"]["terminated"]["message"]
+    assert {s["name"]: s["state"] for s in lab.status()["appliedStates"]}["state-OFED"] == "notReady"
+
+
 def test_without_the_driver_container_the_hosts_rdma_stack_serves(lab):
     spec = {k: v for k, v in SPEC.items() if k != "ofedDriver"}
     lab.policy(spec=spec)

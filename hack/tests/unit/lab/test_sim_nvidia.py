@@ -325,6 +325,14 @@ def test_node_health(ops, faults, host_driver, expected, down):
     assert (health.driver_down, health.toolkit_down) == down
 
 
+def test_peermem_fault_only_with_gpudirect_rdma():
+    plan = PodPlan("notready", "nvidia-peermem-ctr", "nvidia-peermem module is not loaded")
+    health = node_health(ALL_OPS, ("peermem-not-loaded",), True, peermem=True)
+    assert {k: v for k, v in health.plans.items() if v != OK} == {"driver": plan}
+    assert (health.driver_down, health.toolkit_down) == (False, False)
+    assert all(v == OK for v in node_health(ALL_OPS, ("peermem-not-loaded",), True).plans.values())
+
+
 @pytest.mark.parametrize(
     ("gpu", "config", "strategy", "state", "resources"),
     [
