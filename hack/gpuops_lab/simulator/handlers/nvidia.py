@@ -88,8 +88,9 @@ Faults (per node, see faults.py):
   (gpu.present=false if it was set), so no operand pods and no GPUs.
 - `peermem-not-loaded` (with `spec.driver.rdma.enabled`, whose driver pod has upstream's `nvidia-peermem-ctr`
   container, transformPeerMemoryContainer): that container Running but not Ready, so the driver pod is not Ready
-  (kubelet's Ready condition names the container; upstream's readiness probe `nvidia-driver probe_nvidia_peermem`
-  prints "nvidia-peermem module is not loaded" into the pod's events) and state-driver is notReady; the driver
+  (kubelet's Ready condition names the container; upstream's startup probe `nvidia-driver probe_nvidia_peermem`,
+  assets/state-driver/0500_daemonset.yaml, fails for up to 120 x 10 s before the container is restarted, its
+  output only in the pod's events) and state-driver is notReady; the driver
   container itself is fine, so the stack above it and the GPUs are not affected (the validator checks the driver
   container, not peermem).
 
