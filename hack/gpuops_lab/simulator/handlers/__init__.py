@@ -6,6 +6,8 @@ goes in its own module here and is appended to the list.
 - `amd.DeviceConfigHandler`: the AMD GPU Operator (DeviceConfig amd.com/v1alpha1).
 - `network.NicClusterPolicyHandler`: the NVIDIA Network Operator (NicClusterPolicy mellanox.com/v1alpha1), and
   `network.NETWORK_HANDLERS` its MacvlanNetwork / HostDeviceNetwork / IPoIBNetwork controllers.
+- `sriov.SriovNetworkNodeStateHandler`: the SR-IOV Network Operator's config daemon and device plugin (the node
+  side of SriovNetworkNodeState; the operator itself runs for real in the lab).
 - `nfd.NfdWorkerHandler`: nfd-worker (a NodeFeature per node, from its hardware profile); the lab's real
   nfd-master turns them into node labels.
 
@@ -22,6 +24,7 @@ from .amd import DeviceConfigHandler
 from .network import NETWORK_HANDLERS, NicClusterPolicyHandler
 from .nfd import NfdWorkerHandler
 from .nvidia import ClusterPolicyHandler
+from .sriov import SriovNetworkNodeStateHandler
 
 BUILTIN_HANDLERS: list[type[Handler]] = [
     NfdWorkerHandler,
@@ -29,6 +32,7 @@ BUILTIN_HANDLERS: list[type[Handler]] = [
     DeviceConfigHandler,
     NicClusterPolicyHandler,
     *NETWORK_HANDLERS,
+    SriovNetworkNodeStateHandler,
 ]
 
 __all__ = ["BUILTIN_HANDLERS"]

@@ -17,7 +17,7 @@ CASES = [
     ("dgx-h100", "0000:12:00.0", 1, 0x6, 0x1000, 0x001D, None),  # switch downstream port: ACS enabled
     ("dgx-h100", "0000:12:01.0", 1, 0x6, 0x1000, 0x001D, None),
     ("dgx-h100", "0000:13:00.0", 0, 0x0, 0x10DE, None, None),  # H100
-    ("dgx-h100", "0000:14:00.0", 0, 0x0, 0x15B3, None, None),  # ConnectX-7, no SR-IOV in the profile
+    ("dgx-h100", "0000:14:00.0", 0, 0x0, 0x15B3, None, 16),  # ConnectX-7 with SR-IOV (16 VFs)
     ("dgx-h100", "0000:53:00.0", 0, 0x0, 0x10DE, None, None),  # NVSwitch behind socket 0's switch
     ("dgx-h100", "0000:93:00.0", 0, 0x0, 0x10DE, None, None),  # GPU 4: socket 1
     ("pcie-l40s", "0000:12:01.0", 1, 0x6, 0x1000, 0x001D, None),  # AMD: IOMMU on by default

@@ -10,7 +10,7 @@ NFD = "feature.node.kubernetes.io"
 @pytest.mark.parametrize(
     ("profile", "present", "absent"),
     [
-        ("dgx-h100", {f"{NFD}/pci-10de.present", f"{NFD}/pci-15b3.present"}, {f"{NFD}/pci-15b3.sriov.capable"}),
+        ("dgx-h100", {f"{NFD}/pci-10de.present", f"{NFD}/pci-15b3.present", f"{NFD}/pci-15b3.sriov.capable"}, set()),
         ("pcie-l40s", {f"{NFD}/pci-10de.present", f"{NFD}/pci-15b3.present", f"{NFD}/pci-15b3.sriov.capable"}, set()),
         ("amd-mi300x", {f"{NFD}/pci-1002.present"}, {f"{NFD}/pci-10de.present"}),
         ("cpu-only", {f"{NFD}/pci-8086.present"}, {f"{NFD}/pci-10de.present", f"{NFD}/pci-1002.present"}),
