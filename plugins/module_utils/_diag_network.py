@@ -218,7 +218,8 @@ def _host_nics(facts):
 
 def rule_network_resource_missing(view):
     """A resource of the RDMA shared / SR-IOV device plugin config missing on a NIC node: plugin pod ready ->
-    its selectors match no NIC of the node; plugin waiting for the OFED driver -> that."""
+    its selectors match no NIC of the node (one finding per resource); the OFED driver not ready or the plugin pod
+    not running -> that (one finding per node and plugin, listing the missing resources)."""
     net = view.get("network")
     if net is None:
         return []
@@ -231,47 +232,63 @@ def rule_network_resource_missing(view):
     for node in net["nodes"]:
         if not node["nic"]:
             continue
-        name = node["name"]
         have = {**node["rdma"], **node["sriov"]}
+        missing = {}
         for entry in entries:
-            if isinstance(have.get(entry["resource"]), int) and have[entry["resource"]] > 0:
-                continue
-            ds, _key, _prefix, fid = PLUGINS[entry["section"]]
-            plugin = next((p for p in node["pods"] if p["component"] == ds), None)
-            evidence = [
-                f"node {name}: allocatable {entry['resource']} absent; network resources {_fmt(have)}",
-                f"NicClusterPolicy {POLICY_NAME} {entry['section']} {entry['resource']} selectors "
-                f"{_fmt({k: v for k, v in entry['selectors'].items() if v})}",
-            ]
-            waiting = _ofed_not_ready(node)
-            if waiting:
-                cause = "the OFED driver is not ready on the node, so the device plugin does not run yet"
-                fix = "fix the OFED driver pod first (see ofed-driver-* findings)"
-                evidence.append(waiting)
-            elif plugin is None or not plugin["ready"]:
-                evidence.append(describe(plugin) if plugin else f"no {ds} pod on the node")
-                cause = f"the {ds} pod is not running and ready on the node"
-                fix = f"kubectl -n {net['namespace']} describe daemonset {ds}"
-            else:
-                evidence.append(describe(plugin))
-                nics = _host_nics(net["host_facts"].get(name))
-                if nics:
-                    evidence.append(f"host NICs: {'; '.join(nics)}")
-                cause = (
-                    f"the {entry['section']} selectors of {entry['resource']} match no NIC of the node, so the "
-                    "plugin advertises nothing for it"
-                )
-                fix = (
-                    f"fix the selectors (vendors, deviceIDs, ifNames, linkTypes) of {entry['resource']} in "
-                    f"{POLICY_NAME} to match a NIC of {name} (network_operator role variables); "
-                    + (
-                        "the host's NICs are listed in the evidence"
-                        if nics
-                        else "run gpuops.platform.gpu_host_facts on the node and pass host_facts to list its NICs"
-                    )
-                )
-            severity = "warning" if entry["resource"] in advertised else "error"
-            out.append(node_finding(name, fid=fid, severity=severity, evidence=evidence, cause=cause, fix=fix))
+            if not (isinstance(have.get(entry["resource"]), int) and have[entry["resource"]] > 0):
+                missing.setdefault(entry["section"], []).append(entry)
+        for section, group in missing.items():
+            out += _missing_on_node(net, node, section, group, advertised)
+    return out
+
+
+def _missing_on_node(net, node, section, entries, advertised):
+    name, have = node["name"], {**node["rdma"], **node["sriov"]}
+    ds, _key, _prefix, fid = PLUGINS[section]
+    plugin = next((p for p in node["pods"] if p["component"] == ds), None)
+    severity = "warning" if all(e["resource"] in advertised for e in entries) else "error"
+    resources = ", ".join(e["resource"] for e in entries)
+    head = f"node {name}: allocatable {resources} absent; network resources {_fmt(have)}"
+    waiting = _ofed_not_ready(node)
+    if waiting or plugin is None or not plugin["ready"]:
+        if waiting:
+            cause = f"the OFED driver is not ready on the node, so the {section} pod does not run yet"
+            fix = f"fix the OFED driver on {name} first (see the ofed-driver-* findings)"
+        else:
+            waiting = describe(plugin) if plugin else f"no {ds} pod on the node"
+            cause = f"the {ds} pod is not running and ready on the node"
+            fix = f"kubectl -n {net['namespace']} describe daemonset {ds}; check its pod on {name}"
+        return [node_finding(name, fid=fid, severity=severity, evidence=[head, waiting], cause=cause, fix=fix)]
+    out = []
+    nics = _host_nics(net["host_facts"].get(name))
+    for entry in entries:
+        evidence = [
+            f"node {name}: allocatable {entry['resource']} absent; network resources {_fmt(have)}",
+            f"NicClusterPolicy {POLICY_NAME} {section} {entry['resource']} selectors "
+            f"{_fmt({k: v for k, v in entry['selectors'].items() if v})}",
+            describe(plugin),
+            f"host NICs: {'; '.join(nics)}" if nics else "",
+        ]
+        fix = (
+            f"fix the selectors (vendors, deviceIDs, ifNames, linkTypes) of {entry['resource']} in {POLICY_NAME} "
+            f"to match a NIC of {name} (network_operator role variables); "
+            + (
+                "the host's NICs are listed in the evidence"
+                if nics
+                else "run gpuops.platform.gpu_host_facts on the node and pass host_facts to list its NICs"
+            )
+        )
+        out.append(
+            node_finding(
+                name,
+                fid=fid,
+                severity="warning" if entry["resource"] in advertised else "error",
+                evidence=evidence,
+                cause=f"the {section} selectors of {entry['resource']} match no NIC of the node, so the plugin "
+                "advertises nothing for it",
+                fix=fix,
+            )
+        )
     return out
 
 

@@ -362,8 +362,19 @@ def test_selector_evidence_lists_host_nics():
     nics = [{"address": "0000:1a:00.0", "vendor_id": "15b3", "device_id": "101b", "netdevs": ["ibp26s0"]}]
     view = view_of(netcluster(nodes=[nic_node("n1", rdma=None)]), facts={"n1": {"nics": nics}})
     (f,) = _diagnosis.diagnose(view)
-    assert "host NICs: 0000:1a:00.0 15b3:101b ibp26s0" in f["evidence"][-1]
+    assert "host NICs: 0000:1a:00.0 15b3:101b ibp26s0" in f["evidence"][3]
     assert "deviceIDs=['1021']" in f["evidence"][1] and "listed in the evidence" in f["fix"]
+
+
+def test_ofed_not_ready_gives_one_finding_per_node():
+    config = {"configList": [*RDMA_CONFIG["configList"], {"resourceName": "rdma_roce", "rdmaHcaMax": 8}]}
+    data = netcluster(
+        nodes=[nic_node("n1", rdma=None, wait="true")],
+        net_pods=[ofed_crash("n1", HEADERS_MSG)],
+        policies=[policy(config=config)],
+    )
+    (f,) = [f for f in _diagnosis.diagnose(view_of(data)) if f["id"] == "rdma-resource-missing"]
+    assert "rdma/rdma_shared_ib, rdma/rdma_roce absent" in f["evidence"][0] and "on n1" in f["fix"]
 
 
 def test_headers_fix_names_the_kernel():
