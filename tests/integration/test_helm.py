@@ -140,15 +140,11 @@ def new_ns() -> str:
     return f"h-{uuid.uuid4().hex[:8]}"
 
 
-def recap(r: subprocess.CompletedProcess[str]) -> str:
-    return r.stdout[r.stdout.rfind("PLAY RECAP") :]
-
-
 # ------------------------------------------------------------------------------------------------ lifecycle
 
 
 def test_release_lifecycle_with_subchart_crds(cluster, core, add_nodes, tmpdir_env):
-    """install (subchart CRDs applied, a stale one upgraded) -> unchanged rerun (no new revision) -> values change
+    """install (subchart CRDs applied, a stale one upgraded) -> values change
     under --check --diff (manifest diff shown, nothing changed) -> upgrade -> absent (subchart CRDs removed)."""
     from kubernetes import client
 
@@ -174,11 +170,8 @@ def test_release_lifecycle_with_subchart_crds(cluster, core, add_nodes, tmpdir_e
     assert kmm.get("subresources") == {"status": {}}, "the stale subchart CRD was not upgraded from the chart"
     assert copies(tmpdir_env) == [], "temporary chart copy left behind"
 
-    # Unchanged rerun: no upgrade, no new revision, nothing reported changed.
-    r = play(cluster, tmpdir_env, values=amd_values(), **step)
-    assert r.returncode == 0, out(r)
-    assert "changed=0" in recap(r), out(r)
-    assert release_meta(cluster, ns, release)["revision"] == 1
+    # (an unchanged rerun changing nothing is the idempotence step of the amd_gpu_operator molecule scenario,
+    # which installs this chart through the same release path)
 
     # A values change under --check --diff: the manifest diff is shown, the release is not changed.
     changed = amd_values(controllerManager={"manager": {"tolerations": KWOK}}, kubernetesClusterDomain="gpu.example")
