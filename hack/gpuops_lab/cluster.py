@@ -1,6 +1,7 @@
 """The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (built from
 their Go modules), kwok for simulated nodes, the local chart repository, the real nfd-master (labels
-nodes from the NodeFeature objects the simulator publishes) and the operator simulator.
+nodes from the NodeFeature objects the simulator publishes), the real SR-IOV Network Operator (sriov.py) and the
+operator simulator.
 
 up() is idempotent (already running parts are reported and left alone); down() stops every process
 it started, by PID, and removes the state directory."""
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import charts, kwok, nfd, pki
+from . import charts, kwok, nfd, pki, sriov
 from .config import BUILD_SCRIPT, HACK, LabConfig
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
@@ -32,6 +33,7 @@ ORDER = (
     "kwok",
     "chart-repo",
     "nfd-master",
+    "sriov-network-operator",
     "simulator",
 )
 BINARIES = (
@@ -43,6 +45,7 @@ BINARIES = (
     "kwok",
     "helm",
     "nfd-master",
+    "sriov-network-operator",
 )
 
 
@@ -202,6 +205,13 @@ class Lab:
                 f"-config={c.state / 'nfd-master.conf'}",
                 f"-port={p['nfd-master']}",
             ]
+        if name == "sriov-network-operator":
+            return [
+                str(c.binary(name)),
+                f"--kubeconfig={kc}",
+                f"--metrics-bind-address=127.0.0.1:{p['sriov-metrics']}",
+                f"--health-probe-bind-address=127.0.0.1:{p['sriov-probe']}",
+            ]
         if name == "simulator":
             return [sys.executable, "-m", "gpuops_lab.simulator", "--kubeconfig", kc]
         raise KeyError(name)
@@ -210,6 +220,8 @@ class Lab:
         env = {**os.environ, "PYTHONPATH": str(HACK)}
         if name == "nfd-master":
             env.update(KUBERNETES_NAMESPACE=nfd.NAMESPACE, NODE_NAME=nfd.CONTROL_PLANE_NODE)
+        if name == "sriov-network-operator":
+            env.update(sriov.env(self.cfg.versions[sriov.VERSION_KEY]), KUBECONFIG=str(self.cfg.kubeconfig))
         return env
 
     def _before_start(self, name: str) -> None:
@@ -218,6 +230,10 @@ class Lab:
 
             (self.cfg.state / "nfd-master.conf").write_text(json.dumps(nfd.MASTER_CONFIG) + "\n")
             nfd.ensure_master_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)))
+        if name == "sriov-network-operator":
+            from kubernetes import config
+
+            sriov.ensure_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)))
 
     def _ready_probe(self, name: str) -> tuple[Callable[[], bool], str, float]:
         p = self.cfg.ports
@@ -235,6 +251,9 @@ class Lab:
         if name == "nfd-master":
             url = f"http://127.0.0.1:{p[name]}/healthz"
             return (lambda: self._get(url) is not None), f"GET {url}", 30
+        if name == "sriov-network-operator":
+            url = f"http://127.0.0.1:{p['sriov-probe']}/readyz"
+            return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
         if name == "kwok":
             return self._kwok_running, "'Watch nodes' in its log and still running 1 s later", 20
         raise KeyError(name)
@@ -253,6 +272,10 @@ class Lab:
             "kube-scheduler": [("kube-scheduler", p["kube-scheduler"])],
             "chart-repo": [("chart repository", p["chart-repo"])],
             "nfd-master": [("nfd-master metrics", p["nfd-master"])],
+            "sriov-network-operator": [
+                ("sriov-network-operator metrics", p["sriov-metrics"]),
+                ("sriov-network-operator health probe", p["sriov-probe"]),
+            ],
         }.get(name, [])
 
     def status(self) -> dict[str, int | None]:
@@ -286,7 +309,8 @@ class Lab:
                 self.say(f"  {name}: already running (pid {proc.pid()})")
                 continue
             self._before_start(name)
-            proc.start(self._argv(name), env=self._env(name))
+            cwd = self.cfg.bindir(name) if name == "sriov-network-operator" else None  # it reads ./bindata
+            proc.start(self._argv(name), env=self._env(name), cwd=cwd)
             ready, what, timeout = self._ready_probe(name)
             wait_until(proc, ready, timeout, what)
             self.say(f"  {name}: ready (pid {proc.pid()}, log {proc.log})")

@@ -23,6 +23,10 @@ PORT_DEFAULTS = {
     "kube-scheduler": ("GPUOPS_LAB_SCHEDULER_PORT", 20259),
     "chart-repo": ("GPUOPS_LAB_CHART_REPO_PORT", 18879),
     "nfd-master": ("GPUOPS_LAB_NFD_MASTER_PORT", 20290),  # its /metrics and /healthz, on loopback
+    # the SR-IOV Network Operator's controller-runtime servers, on loopback; unset, they follow the nfd-master port
+    # (+1, +2), so a lab whose ports are all shifted by one offset needs no new variable
+    "sriov-metrics": ("GPUOPS_LAB_SRIOV_METRICS_PORT", 20291),
+    "sriov-probe": ("GPUOPS_LAB_SRIOV_PROBE_PORT", 20292),
 }
 
 
@@ -49,7 +53,10 @@ class LabConfig:
         state = Path(env.get("GPUOPS_LAB_STATE", REPO / ".state" / "lab"))
         cache = Path(env.get("GPUOPS_CACHE", Path.home() / ".cache" / "gpuops"))
         ports = {}
+        follow_nfd = {"sriov-metrics": 1, "sriov-probe": 2}
         for name, (var, default) in PORT_DEFAULTS.items():
+            if name in follow_nfd and var not in env and str(env.get(PORT_DEFAULTS["nfd-master"][0], "")).isdigit():
+                default = int(env[PORT_DEFAULTS["nfd-master"][0]]) + follow_nfd[name]
             raw = env.get(var, str(default))
             if not raw.isdigit() or not 0 < int(raw) < 65536:
                 from .errors import LabError
@@ -66,6 +73,7 @@ class LabConfig:
             "kwok": "KWOK_VERSION",
             "helm": "HELM_VERSION",
             "nfd": "NFD_VERSION",
+            "sriov-network-operator": "SRIOV_VERSION",
         }[component]
         return self.cache / "bin" / f"{component}-v{self.versions[key]}"
 
@@ -79,6 +87,7 @@ class LabConfig:
             "kwok": "kwok",
             "helm": "helm",
             "nfd-master": "nfd",
+            "sriov-network-operator": "sriov-network-operator",
         }[name]
         return self.bindir(component) / name
 
