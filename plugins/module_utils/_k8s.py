@@ -7,36 +7,60 @@
 
 """Kubernetes API access for the cluster-plane modules: the shared connection options (paired with the
 ``gpuops.platform._k8s_auth`` doc fragment), client construction, and a reader that lists objects as plain
-dicts (raw JSON, no model deserialisation) and counts the HTTP requests it makes."""
+dicts (raw JSON, no model deserialisation) and counts the HTTP requests it makes.
+
+The reader needs only GETs, and importing the ``kubernetes`` client costs about 0.7 s of CPU (it loads every API
+and model class), more than the requests themselves. So ``new_reader`` talks HTTP with the standard library when
+the connection settings are ones it understands in full (a kubeconfig whose user has client certificates or a
+token, or ``host`` with ``api_key``), and uses the kubernetes client for everything else (exec and auth-provider
+plugins, in-cluster config, several kubeconfig files). Both paths give the same results and the same errors."""
 
 from __future__ import annotations
 
+import base64
 import copy
+import http.client
+import importlib.util
 import json
 import os
-import traceback
+import ssl
+import tempfile
+import urllib.parse
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
 
-K8S_IMPORT_ERROR: str | None
 try:
-    from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    yaml = None
+
+HAS_KUBERNETES = importlib.util.find_spec("kubernetes") is not None
+K8S_IMPORT_ERROR: str | None = None if HAS_KUBERNETES else "No module named 'kubernetes'"
+
+
+class _StandInApiException(Exception):  # noqa: N818 - stands in for the client's class when it is not installed
+    status = None
+    reason = None
+    body = None
+
+
+class _StandInConfigException(Exception):  # noqa: N818
+    pass
+
+
+def __getattr__(name: str) -> type[Exception]:
+    """``ApiException`` and ``ConfigException`` of the kubernetes client, imported on first use (importing
+    any part of the client loads all of it)."""
+    if name not in ("ApiException", "ConfigException"):
+        raise AttributeError(name)
+    if not HAS_KUBERNETES:
+        return _StandInApiException if name == "ApiException" else _StandInConfigException
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
-except ImportError:
-    HAS_KUBERNETES = False
-    K8S_IMPORT_ERROR = traceback.format_exc()
 
-    class ApiException(Exception):  # type: ignore[no-redef]  # noqa: N818 - stands in for the client's class
-        status = None
+    return ApiException if name == "ApiException" else ConfigException
 
-    class ConfigException(Exception):  # type: ignore[no-redef]  # noqa: N818
-        pass
-else:
-    HAS_KUBERNETES = True
-    K8S_IMPORT_ERROR = None
 
 # Mirrors kubernetes.core's option names, aliases and environment variables (doc fragment _k8s_auth).
 AUTH_ARG_SPEC = {
@@ -74,13 +98,21 @@ class KubeConfigError(GpuOpsError):
     """No usable connection settings (kubeconfig missing or invalid, unknown context)."""
 
 
+def _default_kubeconfig():
+    return os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+
+
 def new_api_client(params):
     """An ApiClient from the connection options: kubeconfig (file, context) unless only ``host`` is given,
     in-cluster config when nothing is given and there is no default kubeconfig, then the explicit options
     override what was loaded."""
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.config.config_exception import ConfigException
+
     cfg = k8s_client.Configuration()
     kubeconfig = params.get("kubeconfig")
-    default_kubeconfig = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+    default_kubeconfig = _default_kubeconfig()
     try:
         if kubeconfig or params.get("context") or (not params.get("host") and os.path.exists(default_kubeconfig)):
             k8s_config.load_kube_config(
@@ -112,66 +144,203 @@ def new_api_client(params):
     return k8s_client.ApiClient(configuration=cfg)
 
 
+# The kubeconfig keys the standard-library path understands in full; anything else (exec, auth-provider,
+# username/password, impersonation, proxy-url, tls-server-name, ...) goes to the kubernetes client.
+_CLUSTER_KEYS = {"server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify"}
+_USER_KEYS = {"client-certificate", "client-certificate-data", "client-key", "client-key-data", "token"}
+
+
+def _named(entries, name):
+    for entry in entries or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            return entry
+    return None
+
+
+def simple_settings(params):
+    """The connection as plain settings {server, token, ca_file, ca_data, cert_file, cert_data, key_file,
+    key_data, verify} when the standard-library path can make it exactly as the kubernetes client would;
+    None otherwise (the caller then uses the client, which also reports every configuration error)."""
+    kubeconfig = params.get("kubeconfig")
+    out = {"server": None, "token": None, "verify": True}
+    if kubeconfig or params.get("context") or not params.get("host"):
+        if not kubeconfig and os.pathsep in os.environ.get("KUBECONFIG", ""):
+            return None  # several files are merged by the client
+        path = kubeconfig or _default_kubeconfig()
+        if yaml is None or not os.path.isfile(path):
+            return None  # in-cluster config, or a missing file the client reports
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+            ctx = _named(doc.get("contexts"), params.get("context") or doc.get("current-context"))["context"]
+            cluster = _named(doc.get("clusters"), ctx["cluster"])["cluster"]
+            user = (_named(doc.get("users"), ctx.get("user")) or {}).get("user") or {}
+        except (OSError, ValueError, AttributeError, KeyError, TypeError, yaml.YAMLError):
+            return None
+        if set(cluster) - _CLUSTER_KEYS or set(user) - _USER_KEYS or not cluster.get("server"):
+            return None
+        base = os.path.dirname(os.path.abspath(path))
+
+        def rel(value):
+            return value if os.path.isabs(value) else os.path.join(base, value)
+
+        out.update(
+            server=cluster["server"],
+            verify=not cluster.get("insecure-skip-tls-verify", False),
+            ca_file=rel(cluster["certificate-authority"]) if cluster.get("certificate-authority") else None,
+            ca_data=cluster.get("certificate-authority-data"),
+            cert_file=rel(user["client-certificate"]) if user.get("client-certificate") else None,
+            cert_data=user.get("client-certificate-data"),
+            key_file=rel(user["client-key"]) if user.get("client-key") else None,
+            key_data=user.get("client-key-data"),
+            token=user.get("token"),
+        )
+    overrides = {
+        "server": params.get("host"),
+        "token": params.get("api_key"),
+        "ca_file": params.get("ca_cert"),
+        "cert_file": params.get("client_cert"),
+        "key_file": params.get("client_key"),
+    }
+    for key, value in overrides.items():
+        if value:
+            out[key] = value
+            if key.endswith("_file"):
+                out.pop(key.replace("_file", "_data"), None)  # an explicit file wins over the kubeconfig's data
+    if params.get("validate_certs") is not None:
+        out["verify"] = params["validate_certs"]
+    return out if out["server"] else None
+
+
+class HttpGet:
+    """GETs with the standard library over the settings of ``simple_settings``."""
+
+    def __init__(self, settings, timeout=60):
+        url = urllib.parse.urlsplit(settings["server"])
+        self.https = url.scheme == "https"
+        self.netloc, self.prefix, self.timeout = url.netloc, url.path.rstrip("/"), timeout
+        self.headers = {"Accept": "application/json", "User-Agent": "gpuops.platform"}
+        if settings.get("token"):
+            self.headers["Authorization"] = f"Bearer {settings['token']}"
+        self.context = _ssl_context(settings) if self.https else None
+
+    def get(self, path):
+        """(status, reason, body) of GET ``path``; socket and TLS errors are raised as they come."""
+        if self.https:
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self.netloc, timeout=self.timeout, context=self.context
+            )
+        else:
+            conn = http.client.HTTPConnection(self.netloc, timeout=self.timeout)
+        try:
+            conn.request("GET", self.prefix + path, headers=self.headers)
+            resp = conn.getresponse()
+            return resp.status, resp.reason, resp.read()
+        finally:
+            conn.close()
+
+
+def _ssl_context(settings):
+    ctx = ssl.create_default_context()
+    if not settings["verify"]:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    elif settings.get("ca_data"):
+        ctx.load_verify_locations(cadata=base64.b64decode(settings["ca_data"]).decode())
+    elif settings.get("ca_file"):
+        ctx.load_verify_locations(cafile=settings["ca_file"])
+    cert, key = settings.get("cert_file"), settings.get("key_file")
+    if settings.get("cert_data") or settings.get("key_data"):
+        with tempfile.TemporaryDirectory(prefix="gpuops-k8s-") as tmp:  # load_cert_chain reads files only
+            if settings.get("cert_data"):
+                cert = os.path.join(tmp, "cert")
+                with open(cert, "wb") as f:
+                    f.write(base64.b64decode(settings["cert_data"]))
+            if settings.get("key_data"):
+                key = os.path.join(tmp, "key")
+                with open(os.open(key, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+                    f.write(base64.b64decode(settings["key_data"]))
+            ctx.load_cert_chain(cert, key)
+    elif cert:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def new_reader(params):
+    """A Reader over the standard library when the settings allow it (see the module docstring), else over
+    the kubernetes client."""
+    settings = simple_settings(params)
+    if settings is not None:
+        try:
+            return Reader(http=HttpGet(settings))
+        except (OSError, ValueError, ssl.SSLError):
+            pass  # unreadable certificate files and the like: the client reports them in its own words
+    return Reader(new_api_client(params))
+
+
+_UNREACHABLE = "(check host, kubeconfig and that the API server is reachable)"
+
+
 class Reader:
     """Lists objects as plain dicts, one GET per list (no pagination: a list is one request whatever its
-    size). ``requests`` counts every HTTP request made through the ApiClient since construction."""
+    size). ``requests`` counts every HTTP request made since construction. Over a kubernetes ApiClient
+    (``api_client``) or the standard library (``http``, from ``new_reader``)."""
 
-    def __init__(self, api_client):
-        self.api_client = api_client
-        self.requests = 0
-        inner = api_client.call_api
+    def __init__(self, api_client=None, http=None):
+        self.api_client, self.http, self.requests = api_client, http, 0
 
-        def counted(*args, **kwargs):
-            self.requests += 1
-            return inner(*args, **kwargs)
-
-        api_client.call_api = counted
-        self._core = k8s_client.CoreV1Api(api_client)
-        self._apps = k8s_client.AppsV1Api(api_client)
-        self._custom = k8s_client.CustomObjectsApi(api_client)
-
-    def _items(self, what, call, *args, missing_ok=False):
+    def _get(self, what, path, missing_ok=False, verb="list"):
+        self.requests += 1
         try:
-            resp = call(*args, _preload_content=False)
-        except ApiException as exc:
-            if missing_ok and exc.status == 404:
-                return None
-            raise ClusterAccessError(_api_message(what, exc), status=exc.status) from exc
-        except Exception as exc:  # urllib3/ssl/socket errors: the server is not reachable
-            raise ClusterAccessError(
-                f"cannot list {what}: {exc} (check host, kubeconfig and that the API server is reachable)"
-            ) from exc
-        return json.loads(resp.data).get("items") or []
+            if self.http is not None:
+                status, reason, body = self.http.get(path)
+            else:
+                status, reason, body = self._client_get(path)
+        except Exception as exc:  # socket/ssl/urllib3 errors: the server is not reachable
+            raise ClusterAccessError(f"cannot {verb} {what}: {exc} {_UNREACHABLE}") from exc
+        if status == 404 and missing_ok:
+            return None
+        if status >= 400:
+            raise ClusterAccessError(_http_message(what, status, reason, body, verb), status=status)
+        return json.loads(body)
+
+    def _client_get(self, path):
+        exc_type = __getattr__("ApiException")
+        request = self.api_client.param_serialize(
+            "GET", path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+        )
+        try:
+            resp = self.api_client.call_api(*request)
+        except exc_type as exc:
+            return exc.status, exc.reason, exc.body
+        return resp.status, resp.reason, resp.read()
+
+    def _items(self, what, path, missing_ok=False):
+        got = self._get(what, path, missing_ok)
+        return None if got is None else got.get("items") or []
 
     def nodes(self):
-        return self._items("nodes", self._core.list_node)
+        return self._items("nodes", "/api/v1/nodes")
 
     def pods(self, namespace):
-        return self._items(f"pods in namespace {namespace}", self._core.list_namespaced_pod, namespace)
+        return self._items(f"pods in namespace {namespace}", f"/api/v1/namespaces/{namespace}/pods")
 
     def daemonsets(self, namespace):
-        return self._items(f"daemonsets in namespace {namespace}", self._apps.list_namespaced_daemon_set, namespace)
+        return self._items(f"daemonsets in namespace {namespace}", f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
+
+    def namespace(self, name):
+        """The Namespace object, or None when it does not exist."""
+        return self._get(f"namespace {name}", f"/api/v1/namespaces/{name}", missing_ok=True, verb="read")
 
     def cluster_custom(self, group, version, plural):
         """Cluster-scoped custom objects, or None when the CRD is not installed (404)."""
-        return self._items(
-            f"{plural}.{group}/{version}",
-            self._custom.list_cluster_custom_object,
-            group,
-            version,
-            plural,
-            missing_ok=True,
-        )
+        return self._items(f"{plural}.{group}/{version}", f"/apis/{group}/{version}/{plural}", missing_ok=True)
 
     def namespaced_custom(self, group, version, namespace, plural):
         """Namespaced custom objects, or None when the CRD is not installed (404)."""
         return self._items(
             f"{plural}.{group}/{version} in namespace {namespace}",
-            self._custom.list_namespaced_custom_object,
-            group,
-            version,
-            namespace,
-            plural,
+            f"/apis/{group}/{version}/namespaces/{namespace}/{plural}",
             missing_ok=True,
         )
 
@@ -183,15 +352,20 @@ class Reader:
         return self.namespaced_custom(group, version, namespace, plural)
 
 
-def _api_message(what, exc):
+def _http_message(what, status, reason, body, verb="list"):
     hint = {
         401: "the credentials were refused (check api_key, client certificate or kubeconfig user)",
-        403: f"the user may not list {what} (RBAC: grant list on it)",
-    }.get(exc.status, "")
-    reason = exc.reason or ""
-    if exc.body:
+        403: f"the user may not {verb} {what} (RBAC: grant {verb} on it)",
+    }.get(status, "")
+    reason = reason or ""
+    if body:
         try:
-            reason = json.loads(exc.body).get("message") or reason
+            reason = json.loads(body).get("message") or reason
         except (ValueError, AttributeError):
-            reason = str(exc.body)[:300]
-    return f"cannot list {what}: HTTP {exc.status} {reason}" + (f"; {hint}" if hint else "")
+            reason = (body.decode(errors="replace") if isinstance(body, bytes) else str(body))[:300]
+    return f"cannot {verb} {what}: HTTP {status} {reason}" + (f"; {hint}" if hint else "")
+
+
+def _api_message(what, exc):
+    """The message of an ApiException of the kubernetes client (what ``_http_message`` says for a status)."""
+    return _http_message(what, exc.status, exc.reason, exc.body)

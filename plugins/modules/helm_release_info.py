@@ -115,7 +115,6 @@ status:
 """
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._helm_cli import Helm  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
@@ -135,16 +134,8 @@ ARGUMENT_SPEC = {
 def _namespace_labels(ctx):
     """The release namespace's labels; None when it does not exist."""
     _k8s.require_client(ctx.module)
-    from kubernetes import client
-
-    ns = ctx.params["namespace"]
-    try:
-        obj = client.CoreV1Api(_k8s.new_api_client(ctx.params)).read_namespace(ns)
-    except _k8s.ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise GpuOpsError(f"cannot read namespace {ns}: {exc.status} {exc.reason}", status=exc.status) from exc
-    return dict(obj.metadata.labels or {})
+    obj = _k8s.new_reader(ctx.params).namespace(ctx.params["namespace"])
+    return None if obj is None else dict((obj.get("metadata") or {}).get("labels") or {})
 
 
 def info(ctx):

@@ -54,12 +54,12 @@ class FakeReader:
 
 @pytest.fixture
 def api(monkeypatch):
-    """api(reader) -> the params new_api_client received (one dict per module run)."""
+    """api(reader) -> the params new_reader received (one dict per module run)."""
     seen = []
 
     def install(reader):
-        monkeypatch.setattr(_k8s, "new_api_client", lambda params: seen.append(dict(params)) or object())
-        monkeypatch.setattr(_k8s, "Reader", lambda api_client: copy.copy(reader))  # a fresh count per run
+        # a fresh count per run
+        monkeypatch.setattr(_k8s, "new_reader", lambda params: seen.append(dict(params)) or copy.copy(reader))
         return seen
 
     return install
