@@ -626,7 +626,7 @@ def new_waiter(params, check_mode):
 def status(ctx):
     _k8s.require_client(ctx.module)
     waiter = new_waiter(ctx.params, ctx.check_mode)
-    reader = _k8s.Reader(_k8s.new_api_client(ctx.params))
+    reader = _k8s.new_reader(ctx.params)
     result = dict(changed=False, **_cluster_status.gather(reader, ctx.params, waiter))
     errors = [f for f in result["diagnosis"] if f["severity"] == "error"]
     if result.get("wait") and not result["wait"]["ready"]:
