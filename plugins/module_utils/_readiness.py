@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _network
+from ansible_collections.gpuops.platform.plugins.module_utils import _network, _sriov_policy
 
 Obj = dict[str, Any]
 Unmet = Optional[str]  # noqa: UP045 - a runtime alias: module_utils still import on Python 3.9
@@ -183,6 +183,15 @@ KINDS: dict[str, Kind] = {
         False,
         _network.network_ready,
         "read the network's status.reason; its NetworkAttachmentDefinition goes to spec.networkNamespace",
+    ),
+    "SriovNetworkNodeState": Kind(
+        "sriovnetwork.openshift.io",
+        "v1",
+        "sriovnetworknodestates",
+        True,
+        _sriov_policy.sriov_network_node_state,
+        "the node's sriov-network-config-daemon reports here: read its log; lastSyncError names the PF; a drain "
+        "blocked by a PodDisruptionBudget keeps the state InProgress (kubectl get pdb -A)",
     ),
     "DaemonSet": Kind(
         "apps",

@@ -1460,3 +1460,29 @@ def node_resource(node: Obj, name: str, minimum: int = 1) -> Unmet:
         "device plugin advertises no VF of this pool: check the SriovNetworkNodeState and the "
         "sriov-device-plugin pod on the node)"
     )
+
+
+def unapplied_policies(policies: Sequence[Obj], states: Sequence[Obj]) -> list[str]:
+    """The policies the operator has not written into any SriovNetworkNodeState yet (no ``spec.interfaces[].vfGroups[]``
+    names them; upstream ``Apply`` records ``policyName`` there), so that a wait does not judge a state whose spec
+    predates the policies (the operator applies a policy change about a second later). A failed state ends the
+    wait too: it is what the state wait then reports."""
+    named: set[Any] = set()
+    for state in states:
+        if ((state.get("status") or {}).get("syncStatus")) == SYNC_FAILED:
+            return []
+        for iface in (state.get("spec") or {}).get("interfaces") or []:
+            named.update(g.get("policyName") for g in iface.get("vfGroups") or [])
+    return sorted(p["metadata"]["name"] for p in policies if p["metadata"]["name"] not in named)
+
+
+def missing_resources(policies: Sequence[Obj], nodes: Sequence[Obj], prefix: str) -> list[str]:
+    """For every node a policy selects (its nodeSelector against the node's labels), each expected resource that
+    is not allocatable: ``node <name>: <unmet>``."""
+    out = []
+    for node in nodes:
+        for name in expected_resources(policies, node, prefix):
+            unmet = node_resource(node, name)
+            if unmet:
+                out.append(f"node {(node.get('metadata') or {}).get('name')}: {unmet}")
+    return out

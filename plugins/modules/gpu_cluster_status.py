@@ -111,7 +111,7 @@ options:
             required: true
             choices:
               [ClusterPolicy, DaemonSet, DeviceConfig, Deployment, HostDeviceNetwork, IPoIBNetwork, MacvlanNetwork,
-               NicClusterPolicy]
+               NicClusterPolicy, SriovNetworkNodeState]
           name:
             description: Name of the object; all of the kind when not set.
             type: str

@@ -26,6 +26,13 @@ def test_every_network_default_is_a_role_default_with_the_same_value():
             # templated: gpuops_nfd_managed, whose default is _network's
             assert role[key] == "{{ gpuops_nfd_managed }}" and GPUOPS["gpuops_nfd_managed"] is value
             continue
+        if key == "sriov_bundled":
+            # templated: follows sriov_network_operator_source, bundled unless that says standalone (_network's)
+            assert (
+                role[key] == "{{ sriov_network_operator_source | default('network_operator') == 'network_operator' }}"
+            )
+            assert value is True
+            continue
         assert role[key] == value, f"{_network.PREFIX}{key}: role {role[key]!r} != _network {value!r}"
 
 

@@ -1,0 +1,156 @@
+"""The sriov_network_operator role's filters: thin wrappers over _sriov_policy (its rules are tested in
+module_utils/test_sriov_policy.py); here the variable names the role passes, the shapes it reads, the waits'
+judgements (policies not yet written into a SriovNetworkNodeState, resources not advertised) and the readiness row."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuops.platform.plugins.filter.sriov_host_findings import sriov_host_findings
+from ansible_collections.gpuops.platform.plugins.filter.sriov_input_findings import sriov_input_findings
+from ansible_collections.gpuops.platform.plugins.filter.sriov_network_operator_objects import (
+    sriov_network_operator_objects,
+)
+from ansible_collections.gpuops.platform.plugins.filter.sriov_wait_status import sriov_wait_status
+from ansible_collections.gpuops.platform.plugins.module_utils import _readiness, _sriov_policy
+
+NS = "sriov-network-operator"
+SEL = {"feature.node.kubernetes.io/pci-15b3.sriov.capable": "true"}
+RAIL = {
+    "name": "rail0",
+    "resource_name": "rail0_ib",
+    "node_selector": SEL,
+    "num_vfs": 8,
+    "nic_selector": {"vendor": "15b3", "pf_names": ["ibp20s0"]},
+    "link_type": "ib",
+    "is_rdma": True,
+}
+
+
+def variables(**changes):
+    out = {
+        "sriov_network_operator_source": "standalone",
+        "sriov_network_operator_namespace": NS,
+        "sriov_network_operator_config": {"config_daemon_node_selector": SEL},
+        "sriov_network_operator_policies": [RAIL],
+        "sriov_network_operator_networks": [],
+        "sriov_network_operator_ib_networks": [
+            {"name": "ib0", "resource_name": "rail0_ib", "network_namespace": "default"}
+        ],
+        "sriov_network_operator_values": {},
+    }
+    out.update({f"sriov_network_operator_{k}": v for k, v in changes.items()})
+    return out
+
+
+def test_objects_in_the_operators_namespace():
+    built = sriov_network_operator_objects(variables())
+    assert built["operator_config"]["metadata"] == {"name": "default", "namespace": NS}
+    assert built["operator_config"]["spec"]["configDaemonNodeSelector"] == SEL
+    assert [(p["kind"], p["metadata"]["namespace"], p["spec"]["numVfs"]) for p in built["policies"]] == [
+        ("SriovNetworkNodePolicy", NS, 8)
+    ]
+    assert [(n["kind"], n["metadata"]["name"]) for n in built["networks"]] == [("SriovIBNetwork", "ib0")]
+    assert built["chart_values"] == {"sriovOperatorConfig": {"deploy": False}}
+    assert (built["prefix"], built["resources"]) == ("openshift.io", ["openshift.io/rail0_ib"])
+    bundled = sriov_network_operator_objects(variables(source="network_operator"))
+    assert bundled["resources"] == ["nvidia.com/rail0_ib"]
+
+
+def test_objects_refuse_bad_input_and_non_dicts():
+    with pytest.raises(AnsibleFilterError, match="resource"):
+        sriov_network_operator_objects(variables(policies=[{**RAIL, "resource_name": "rail-0"}]))
+    with pytest.raises(AnsibleFilterError):
+        sriov_network_operator_objects(["not", "a", "dict"])
+
+
+@pytest.mark.parametrize(
+    ("changes", "bundled", "ids"),
+    [
+        ({}, False, []),
+        # the IB network then names a resource no (valid) policy provides, or of the wrong link type: also reported
+        (
+            {"policies": [{**RAIL, "resource_name": "rail/0"}]},
+            False,
+            ["sriov-resource-name-invalid", "sriov-network-resource-unknown"],
+        ),
+        ({"policies": [{**RAIL, "num_vfs": -1}]}, False, ["sriov-num-vfs-invalid"]),
+        ({"policies": [{**RAIL, "mtu": 0}]}, False, ["sriov-mtu-invalid"]),
+        (
+            {"policies": [{**RAIL, "link_type": "ethernet"}]},
+            False,
+            ["sriov-link-type-invalid", "sriov-network-link-type-mismatch"],
+        ),
+        ({"source": "both"}, False, ["sriov-source-invalid"]),
+        ({}, True, ["sriov-operator-two-sources"]),  # standalone while the Network Operator bundles its copy
+        ({"source": "network_operator"}, False, ["sriov-operator-source-off"]),
+        ({"source": "network_operator"}, True, []),
+    ],
+)
+def test_input_findings_name_the_rule(changes, bundled, ids):
+    found = sriov_input_findings(variables(**changes), bundled)
+    assert [f["id"] for f in found if f["severity"] == "error"] == ids
+    for f in found:
+        assert f["object"]["name"].startswith("sriov_network_operator_")  # the variable path
+
+
+def test_host_findings_take_the_hosts_facts():
+    nic = {
+        "address": "0000:14:00.0",
+        "vendor_id": "15b3",
+        "device_id": "1021",
+        "netdevs": ["ibp20s0"],
+        "netdev": "ibp20s0",
+        "link_layer": "InfiniBand",
+        "sriov_totalvfs": 16,
+    }
+    hosts = {"dgx-0": {"facts": {"nics": [nic]}, "labels": SEL, "host_prep_sriov_vfs": []}}
+    assert sriov_host_findings(variables(), hosts) == []
+    over = sriov_host_findings(variables(policies=[{**RAIL, "num_vfs": 32}]), hosts)
+    assert [f["id"] for f in over] == ["sriov-policy-vfs-above-limit"]
+    assert sriov_host_findings(variables(), {}) == []
+
+
+def state(name, *policies, sync="Succeeded"):
+    groups = [{"resourceName": "rail0_ib", "vfRange": "0-7", "policyName": p} for p in policies]
+    spec = {"interfaces": [{"pciAddress": "0000:14:00.0", "numVfs": 8, "vfGroups": groups}]} if groups else {}
+    return {"metadata": {"name": name}, "spec": spec, "status": {"syncStatus": sync}}
+
+
+@pytest.mark.parametrize(
+    ("states", "waiting"),
+    [
+        ([], ["rail0"]),
+        ([state("dgx-0")], ["rail0"]),  # the operator has not written the policy yet
+        ([state("dgx-0", "rail0")], []),
+        ([state("dgx-0"), state("dgx-1", sync="Failed")], []),  # a failed state ends the wait: the state wait names it
+    ],
+)
+def test_wait_for_the_policies_in_the_states(states, waiting):
+    assert sriov_wait_status(variables(), states, "policies") == waiting
+
+
+def node(name, labels, allocatable):
+    return {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}}
+
+
+def test_wait_for_the_resources_on_the_selected_nodes():
+    nodes = [node("dgx-0", SEL, {"openshift.io/rail0_ib": "8"}), node("cpu-0", {}, {})]
+    assert sriov_wait_status(variables(), nodes, "resources") == []
+    missing = sriov_wait_status(variables(), [node("dgx-1", SEL, {})], "resources")
+    assert len(missing) == 1 and missing[0].startswith("node dgx-1: allocatable openshift.io/rail0_ib is absent")
+    with pytest.raises(AnsibleFilterError, match="policies or resources"):
+        sriov_wait_status(variables(), [], "other")
+
+
+def test_the_wait_option_knows_the_node_state():
+    kind = _readiness.KINDS["SriovNetworkNodeState"]
+    assert (kind.group, kind.version, kind.plural, kind.namespaced) == (
+        "sriovnetwork.openshift.io",
+        "v1",
+        "sriovnetworknodestates",
+        True,
+    )
+    assert kind.ready is _sriov_policy.sriov_network_node_state
+    failed = {"status": {"syncStatus": "Failed", "lastSyncError": "PF ibp20s0: sriov_totalvfs is 16"}}
+    assert "lastSyncError: PF ibp20s0" in _readiness.KINDS["SriovNetworkNodeState"].ready(failed)
