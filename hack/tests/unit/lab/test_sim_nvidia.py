@@ -411,6 +411,7 @@ def test_handlers_are_builtin():
         "MacvlanNetwork",
         "HostDeviceNetwork",
         "IPoIBNetwork",
+        "SriovNetworkNodeState",
     }
 
 
