@@ -42,13 +42,19 @@ _value:
       description: The NicClusterPolicy.
       type: dict
     ip_pools:
-      description: The nv-ipam IPPools (in the operator's namespace).
+      description: The nv-ipam IPPools (in the operator's namespace), labelled as the role's (C(owner_selector)).
       type: list
       elements: dict
     networks:
-      description: The MacvlanNetworks, HostDeviceNetworks and IPoIBNetworks (cluster-scoped).
+      description:
+        - The MacvlanNetworks, HostDeviceNetworks and IPoIBNetworks (cluster-scoped), labelled as the role's.
       type: list
       elements: dict
+    owner_selector:
+      description:
+        - The label selector of the IPPools and networks the role owns (C(gpuops.platform.network_prune_objects)
+          deletes those the variables no longer hold).
+      type: str
     waits:
       description: The networks as C(gpuops.platform.gpu_cluster_status) wait objects C({kind, name}).
       type: list
@@ -58,7 +64,7 @@ _value:
 from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _network, _network_owned  # noqa: E402
 
 
 def network_operator_objects(variables):
@@ -67,7 +73,7 @@ def network_operator_objects(variables):
             f"network_operator_objects expects a dict of network_operator_* variables, got {type(variables).__name__}"
         )
     cfg = _network.from_variables(variables)
-    objects = _network.network_objects(cfg)
+    objects = [_network_owned.owned(o) for o in _network.network_objects(cfg)]
     networks = [o for o in objects if o["kind"] != "IPPool"]
     return {
         "chart_values": _network.chart_values(cfg),
@@ -75,6 +81,7 @@ def network_operator_objects(variables):
         "ip_pools": [o for o in objects if o["kind"] == "IPPool"],
         "networks": networks,
         "waits": [{"kind": o["kind"], "name": o["metadata"]["name"]} for o in networks],
+        "owner_selector": _network_owned.OWNER_SELECTOR,
     }
 
 

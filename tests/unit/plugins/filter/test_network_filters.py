@@ -82,8 +82,14 @@ def test_objects():
     assert out["chart_values"] == {"nfd": {"enabled": False}, "sriovNetworkOperator": {"enabled": False}}
     assert out["nic_cluster_policy"]["metadata"] == {"name": _network.POLICY_NAME}
     assert out["nic_cluster_policy"] == _network.nic_cluster_policy({})
-    assert [(o["kind"], o["metadata"]) for o in out["ip_pools"]] == [("IPPool", {"name": "pool", "namespace": "net"})]
-    assert [(o["kind"], o["metadata"]) for o in out["networks"]] == [("MacvlanNetwork", {"name": "roce"})]
+    owner = {"app.kubernetes.io/managed-by": "gpuops.platform", "gpuops.platform/role": "network_operator"}
+    assert [(o["kind"], o["metadata"]) for o in out["ip_pools"]] == [
+        ("IPPool", {"name": "pool", "namespace": "net", "labels": owner})
+    ]
+    assert [(o["kind"], o["metadata"]) for o in out["networks"]] == [
+        ("MacvlanNetwork", {"name": "roce", "labels": owner})
+    ]
+    assert out["owner_selector"] == "app.kubernetes.io/managed-by=gpuops.platform,gpuops.platform/role=network_operator"
     assert out["waits"] == [{"kind": "MacvlanNetwork", "name": "roce"}]
     assert network_operator_objects({"network_operator_nfd_managed": False})["chart_values"]["nfd"] == {"enabled": True}
 
