@@ -15,7 +15,7 @@ description:
     the IPPools, the networks) must hold the same value, type included, in the live object of the same kind,
     namespace and name; fields the live object adds (CRD defaults) are not differences.
   - Returns one finding C({id, severity, object, evidence, cause, fix}) per object that is missing or differs, one
-    evidence line C(<field>: wanted <json>, live <json>) per field, or an empty list.
+    evidence line per field (the field, then C(wanted <json>, live <json>)), or an empty list.
 options:
   _input:
     description: The objects the role applied.
