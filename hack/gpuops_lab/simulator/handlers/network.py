@@ -91,6 +91,7 @@ from .nvidia import (
     apply_pod_plan,
     effective_labels,
     in_scope,
+    instance_mark,
     is_pod_ready,
     labels_of,
     load_profile,
@@ -372,14 +373,7 @@ class NicClusterPolicyHandler(Handler):
         return [p for p in cache.list(NIC_CLUSTER_POLICY) if in_scope(p, self.instance)]
 
     def _marked(self, node: Mapping[str, Any]) -> dict[str, Any] | None:
-        raw = annotations_of(node).get(NODE_OWNER_ANNOTATION)
-        if not raw:
-            return None
-        try:
-            mark = json.loads(raw)
-        except ValueError:
-            return None
-        return mark if isinstance(mark, dict) and mark.get("instance") == self.instance else None
+        return instance_mark(node, NODE_OWNER_ANNOTATION, self.instance)
 
     def map_to_primary(self, obj: Obj, cache: Cache) -> Iterable[Key]:
         kind = obj.get("kind")

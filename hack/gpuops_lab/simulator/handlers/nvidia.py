@@ -429,6 +429,19 @@ def annotations_of(obj: Mapping[str, Any] | None) -> dict[str, str]:
     return dict(((obj or {}).get("metadata") or {}).get("annotations") or {})
 
 
+def instance_mark(obj: Mapping[str, Any] | None, annotation: str, instance: str) -> dict[str, Any] | None:
+    """The JSON object in ``annotation`` when it names ``instance`` (a handler marks what it wrote on a node so that
+    another instance of the simulator leaves it alone); None when absent, unparsable or another instance's."""
+    raw = annotations_of(obj).get(annotation)
+    if not raw:
+        return None
+    try:
+        mark = json.loads(raw)
+    except ValueError:
+        return None
+    return mark if isinstance(mark, dict) and mark.get("instance") == instance else None
+
+
 def instance_of(obj: Mapping[str, Any] | None) -> str:
     return labels_of(obj).get(INSTANCE_LABEL) or DEFAULT_INSTANCE
 

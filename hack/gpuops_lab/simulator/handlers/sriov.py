@@ -45,7 +45,7 @@ from typing import Any
 from ...hostsim import model
 from ..framework import NODE, Cache, Context, Handler, Key, Kind, Obj
 from .network import profile_nics
-from .nvidia import DEFAULT_INSTANCE, PROFILE_LABEL, annotations_of, in_scope, labels_of, load_profile
+from .nvidia import DEFAULT_INSTANCE, PROFILE_LABEL, annotations_of, in_scope, instance_mark, labels_of, load_profile
 
 NODE_STATE = Kind("sriovnetwork.openshift.io/v1", "SriovNetworkNodeState")
 RESOURCE_PREFIX = "openshift.io"
@@ -219,16 +219,8 @@ class SriovNetworkNodeStateHandler(Handler):
         return profile_pfs(self._profiles[name])
 
     def _mine(self, node: Mapping[str, Any]) -> list[str] | None:
-        raw = annotations_of(node).get(RESOURCES_ANNOTATION)
-        if not raw:
-            return None
-        try:
-            mark = json.loads(raw)
-        except ValueError:
-            return None
-        if not isinstance(mark, dict) or mark.get("instance") != self.instance:
-            return None
-        return [str(r) for r in mark.get("resources") or ()]
+        mark = instance_mark(node, RESOURCES_ANNOTATION, self.instance)
+        return None if mark is None else [str(r) for r in mark.get("resources") or ()]
 
     def _set_node(self, ctx: Context, node: Obj, want: Mapping[str, int], state_uid: str | None) -> None:
         before = self._mine(node) or []
