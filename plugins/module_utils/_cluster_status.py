@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis, _network_status, _readiness
+from ansible_collections.gpuops.platform.plugins.module_utils import (
+    _diagnosis,
+    _network_status,
+    _readiness,
+    _sriov_policy,
+)
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
 from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import (
     AMD_GPU,
@@ -64,7 +69,10 @@ def gather(reader, params, waiter=None):
     def probe():
         raw = collect(reader, params["operator_namespace"], params["amd_namespace"], _network_status.settings(params))
         view = build_view(raw, params, selector)
-        return view, (not_ready(reader, raw, view, params, targets, wait.get("nodes", True)) if wait else [])
+        if not wait:
+            return view, []
+        unready = not_ready(reader, raw, view, params, targets, wait.get("nodes", True))
+        return view, unready + sriov_not_ready(reader, raw, params, wait)
 
     outcome = waiter.wait(probe)
     view = outcome.snapshot
@@ -157,6 +165,30 @@ def not_ready(reader, raw, view, params, targets, nodes=True):
             unmet = _readiness.gpu_node(node)
             if unmet is not None:
                 out.append(_readiness.NotReady("Node", None, node["name"], unmet))
+    return out
+
+
+def sriov_not_ready(reader, raw, params, wait):
+    """What ``wait.sriov_policies`` still waits for: each policy the operator has not written into a
+    SriovNetworkNodeState yet, then each node a policy selects without the policy's resource allocatable
+    (_sriov_policy.unapplied_policies, expected_resources, node_resource). One more list per look, none without
+    policies."""
+    policies = wait.get("sriov_policies") or []
+    if not policies:
+        return []
+    ns = wait.get("sriov_namespace") or params["operator_namespace"]
+    k = _readiness.KINDS["SriovNetworkNodeState"]
+    states = reader.objects(k.group, k.version, k.plural, ns) or []
+    out = [
+        _readiness.NotReady("SriovNetworkNodePolicy", ns, name, "not yet written into a SriovNetworkNodeState")
+        for name in _sriov_policy.unapplied_policies(policies, states)
+    ]
+    prefix = wait.get("sriov_resource_prefix") or "openshift.io"
+    for node in raw["nodes"]:
+        for name in _sriov_policy.expected_resources(policies, node, prefix):
+            unmet = _sriov_policy.node_resource(node, name)
+            if unmet:
+                out.append(_readiness.NotReady("Node", None, (node.get("metadata") or {}).get("name"), unmet))
     return out
 
 

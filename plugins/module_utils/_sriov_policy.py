@@ -1474,15 +1474,3 @@ def unapplied_policies(policies: Sequence[Obj], states: Sequence[Obj]) -> list[s
         for iface in (state.get("spec") or {}).get("interfaces") or []:
             named.update(g.get("policyName") for g in iface.get("vfGroups") or [])
     return sorted(p["metadata"]["name"] for p in policies if p["metadata"]["name"] not in named)
-
-
-def missing_resources(policies: Sequence[Obj], nodes: Sequence[Obj], prefix: str) -> list[str]:
-    """For every node a policy selects (its nodeSelector against the node's labels), each expected resource that
-    is not allocatable: ``node <name>: <unmet>``."""
-    out = []
-    for node in nodes:
-        for name in expected_resources(policies, node, prefix):
-            unmet = node_resource(node, name)
-            if unmet:
-                out.append(f"node {(node.get('metadata') or {}).get('name')}: {unmet}")
-    return out

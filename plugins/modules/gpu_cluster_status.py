@@ -123,6 +123,24 @@ options:
           label_selector:
             description: Kubernetes label selector the objects must match.
             type: str
+      sriov_policies:
+        description:
+          - SriovNetworkNodePolicy objects (as applied) whose effect to wait for as well. Each must be named in the
+            C(spec.interfaces[].vfGroups[].policyName) of a SriovNetworkNodeState in O(wait.sriov_namespace) (the
+            operator writes a policy there about a second after it changes; a failed state ends this part, and a
+            C(SriovNetworkNodeState) entry in O(wait.objects) reports it), and every node a policy's
+            C(nodeSelector) selects must have the policy's resource allocatable.
+        type: list
+        elements: dict
+        default: []
+      sriov_namespace:
+        description:
+          - Namespace of the SriovNetworkNodeStates for O(wait.sriov_policies); defaults to O(operator_namespace).
+        type: str
+      sriov_resource_prefix:
+        description: Prefix of the resources of O(wait.sriov_policies) (C(openshift.io) for the standalone chart).
+        type: str
+        default: openshift.io
   network:
     description:
       - Also report and diagnose the network fabric of the NVIDIA Network Operator and the SR-IOV Network Operator,
@@ -596,6 +614,9 @@ ARGUMENT_SPEC = dict(
                     "label_selector": {"type": "str"},
                 },
             },
+            "sriov_policies": {"type": "list", "elements": "dict", "default": []},
+            "sriov_namespace": {"type": "str"},
+            "sriov_resource_prefix": {"type": "str", "default": "openshift.io"},
         },
     },
     network={

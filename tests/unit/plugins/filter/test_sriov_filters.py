@@ -1,6 +1,7 @@
 """The sriov_network_operator role's filters: thin wrappers over _sriov_policy (its rules are tested in
 module_utils/test_sriov_policy.py); here the variable names the role passes, the shapes it reads, the waits'
-judgements (policies not yet written into a SriovNetworkNodeState, resources not advertised) and the readiness row."""
+judgements (policies not yet written into a SriovNetworkNodeState, resources not advertised:
+_cluster_status.sriov_not_ready, behind gpu_cluster_status's wait) and the readiness row."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from ansible_collections.gpuops.platform.plugins.filter.sriov_input_findings imp
 from ansible_collections.gpuops.platform.plugins.filter.sriov_network_operator_objects import (
     sriov_network_operator_objects,
 )
-from ansible_collections.gpuops.platform.plugins.filter.sriov_wait_status import sriov_wait_status
-from ansible_collections.gpuops.platform.plugins.module_utils import _readiness, _sriov_policy
+from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _readiness, _sriov_policy
 
 NS = "sriov-network-operator"
 SEL = {"feature.node.kubernetes.io/pci-15b3.sriov.capable": "true"}
@@ -117,6 +117,28 @@ def state(name, *policies, sync="Succeeded"):
     return {"metadata": {"name": name}, "spec": spec, "status": {"syncStatus": sync}}
 
 
+class StatesReader:
+    """The one list sriov_not_ready makes: the SriovNetworkNodeStates of the namespace."""
+
+    def __init__(self, states):
+        self.states, self.calls = states, []
+
+    def objects(self, group, version, plural, namespace=None):
+        self.calls.append((group, version, plural, namespace))
+        return self.states
+
+
+def not_ready(states=(), nodes=(), **variable_changes):
+    """What the gpu_cluster_status wait still waits for, with the policies and prefix the role passes it
+    (sriov_network_operator_objects)."""
+    built = sriov_network_operator_objects(variables(**variable_changes))
+    wait = {"sriov_policies": built["policies"], "sriov_namespace": NS, "sriov_resource_prefix": built["prefix"]}
+    reader = StatesReader(list(states))
+    out = _cluster_status.sriov_not_ready(reader, {"nodes": list(nodes)}, {"operator_namespace": "x"}, wait)
+    assert reader.calls == [("sriovnetwork.openshift.io", "v1", "sriovnetworknodestates", NS)]
+    return out
+
+
 @pytest.mark.parametrize(
     ("states", "waiting"),
     [
@@ -127,7 +149,8 @@ def state(name, *policies, sync="Succeeded"):
     ],
 )
 def test_wait_for_the_policies_in_the_states(states, waiting):
-    assert sriov_wait_status(variables(), states, "policies") == waiting
+    out = not_ready(states)
+    assert [n.name for n in out if n.kind == "SriovNetworkNodePolicy"] == waiting
 
 
 def node(name, labels, allocatable):
@@ -135,12 +158,18 @@ def node(name, labels, allocatable):
 
 
 def test_wait_for_the_resources_on_the_selected_nodes():
+    applied = [state("dgx-0", "rail0")]
     nodes = [node("dgx-0", SEL, {"openshift.io/rail0_ib": "8"}), node("cpu-0", {}, {})]
-    assert sriov_wait_status(variables(), nodes, "resources") == []
-    missing = sriov_wait_status(variables(), [node("dgx-1", SEL, {})], "resources")
-    assert len(missing) == 1 and missing[0].startswith("node dgx-1: allocatable openshift.io/rail0_ib is absent")
-    with pytest.raises(AnsibleFilterError, match="policies or resources"):
-        sriov_wait_status(variables(), [], "other")
+    assert not_ready(applied, nodes) == []
+    missing = not_ready(applied, [node("dgx-1", SEL, {})])
+    assert len(missing) == 1 and missing[0].kind == "Node" and missing[0].name == "dgx-1"
+    assert missing[0].condition.startswith("allocatable openshift.io/rail0_ib is absent")
+
+
+def test_no_policies_no_request():
+    reader = StatesReader([])
+    assert _cluster_status.sriov_not_ready(reader, {"nodes": []}, {"operator_namespace": "x"}, {}) == []
+    assert reader.calls == []
 
 
 def test_the_wait_option_knows_the_node_state():
