@@ -204,4 +204,14 @@ mkdir -p .state
 printf '\n===== stage timings (s) =====\n'
 for n in "${order[@]}"; do printf '%-12s %8s\n' "$n" "${took[$n]}"; done
 printf '%-12s %8s\n' "wall" "$(python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t_start" "$(date +%s.%N)")"
+# CI shows only the last lines of this output: end with what failed, in a few lines per failed stage
+if [ $fail -ne 0 ] && [ "$what" = all ]; then
+  printf '\n===== what failed =====\n'
+  for n in "${order[@]}"; do
+    [ -f ".state/stages/$n.rc" ] && [ "$(cat ".state/stages/$n.rc")" != 0 ] || continue
+    echo "stage $n (exit $(cat ".state/stages/$n.rc")), log .state/stages/$n.log:"
+    grep -E '^(FAILED|ERROR) |failed=[1-9]|^fatal: |molecule scenario .* failed|^CRITICAL |error:|Error:' \
+      ".state/stages/$n.log" 2>/dev/null | grep -v "glob failed" | cut -c1-300 | tail -8
+  done
+fi
 exit $fail
