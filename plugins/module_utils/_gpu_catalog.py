@@ -222,6 +222,84 @@ NVSWITCH_GENERATIONS: dict[int, dict[str, Any]] = {
 }
 
 
+# MIG profiles per GPU: profile name -> the most instances of it one GPU holds. Sources (checked 2026-11-23):
+# NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles" (per product), cross-checked with the GPU
+# Operator v26.7.0 asset assets/state-mig-manager/0400_configmap.yaml (default-mig-parted-config), whose
+# device-filters name the PCI device IDs of each count (e.g. all-1g.10gb: 7 on 0x2330/0x2331/0x20b2/0x20b5,
+# 4 on 0x20b0/0x20b1/0x20f1). mig-manager v0.15.0 (the GPU Operator v26.7.0 default) generates the config names
+# from these profiles (NVIDIA/mig-parted pkg/mig/builder/builder.go, balanced.go): see mig_config_names().
+_MIG_A100_40GB = {"1g.5gb": 7, "1g.5gb+me": 1, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1}
+_MIG_80GB = {"1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1}
+_MIG_A30 = {"1g.6gb": 4, "1g.6gb+me": 1, "2g.12gb": 2, "2g.12gb+me": 1, "4g.24gb": 1}
+_MIG_H100_NVL = {"1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1}
+_MIG_H200 = {"1g.18gb": 7, "1g.18gb+me": 1, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1}
+_MIG_B200 = {"1g.23gb": 7, "1g.23gb+me": 1, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1, "7g.180gb": 1}
+_MIG_B300 = {
+    "1g.34gb": 7,
+    "1g.34gb+me": 1,
+    "1g.67gb": 4,
+    "2g.67gb": 3,
+    "3g.135gb": 2,
+    "4g.135gb": 1,
+    "7g.269gb": 1,
+}
+MIG_PROFILES: dict[tuple[str, str], dict[str, int]] = {
+    (NVIDIA, "20b0"): _MIG_A100_40GB,
+    (NVIDIA, "20b1"): _MIG_A100_40GB,
+    (NVIDIA, "20f1"): _MIG_A100_40GB,
+    (NVIDIA, "20b2"): _MIG_80GB,
+    (NVIDIA, "20b5"): _MIG_80GB,
+    (NVIDIA, "2330"): _MIG_80GB,
+    (NVIDIA, "2331"): _MIG_80GB,
+    (NVIDIA, "20b7"): _MIG_A30,
+    (NVIDIA, "2321"): _MIG_H100_NVL,
+    (NVIDIA, "2335"): _MIG_H200,
+    (NVIDIA, "233b"): _MIG_H200,
+    (NVIDIA, "2901"): _MIG_B200,
+    (NVIDIA, "3182"): _MIG_B300,
+}
+# mig-parted balanced.go balancedFormula: slices of the GPU -> compute slices (the "Ng" of a profile) -> count
+_BALANCED_FORMULA = {7: {1: 2, 2: 1, 3: 1}, 4: {1: 2, 2: 1}}
+
+
+def mig_profiles(vendor_id: str | None, device_id: str | None) -> dict[str, int]:
+    """The MIG profiles of a GPU (profile -> most instances per GPU); empty without MIG or for an unknown GPU."""
+    return dict(MIG_PROFILES.get(((vendor_id or "").lower(), (device_id or "").lower()), {}))
+
+
+def mig_config_names(vendor_id: str | None, device_id: str | None) -> list[str]:
+    """The mig.config names mig-manager v0.15.0 generates on a node with this GPU (sorted): all-disabled,
+    all-enabled, all-balanced (when the GPU's base profiles fit the balanced formula) and all-<profile> with '+'
+    replaced by '.'. Empty for a GPU without MIG."""
+    profiles = mig_profiles(vendor_id, device_id)
+    if not profiles:
+        return []
+    names = {"all-disabled", "all-enabled"} | {"all-" + p.replace("+", ".") for p in profiles}
+    if mig_balanced(vendor_id, device_id):
+        names.add("all-balanced")
+    return sorted(names)
+
+
+def mig_balanced(vendor_id: str | None, device_id: str | None) -> dict[str, int]:
+    """The MIG devices per GPU of mig-manager's generated ``all-balanced`` (profile -> count), empty when the GPU
+    has none: mig-parted balanced.go takes, for each compute size of the formula, the base profile (no +me/-me
+    attribute) with the highest instance count."""
+    profiles = mig_profiles(vendor_id, device_id)
+    if not profiles:
+        return {}
+    slots = max(int(p.split("g.", 1)[0]) for p in profiles)
+    formula = _BALANCED_FORMULA.get(slots)
+    if not formula:
+        return {}
+    out: dict[str, int] = {}
+    for g, count in formula.items():
+        base = [p for p in profiles if p.startswith(f"{g}g.") and "+" not in p and "-" not in p]
+        if not base:
+            return {}
+        out[max(base, key=lambda p: profiles[p])] = count
+    return out
+
+
 def gpu(vendor_id: str | None, device_id: str | None) -> dict[str, Any] | None:
     """The table entry of a GPU (a copy), or None when the collection does not know the device."""
     entry = GPUS.get(((vendor_id or "").lower(), (device_id or "").lower()))

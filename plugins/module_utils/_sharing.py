@@ -1,0 +1,481 @@
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This module_utils file is PRIVATE to the collection: it may change at any time.
+# Do not use it from other collections or standalone plugins/modules.
+
+"""GPU sharing per node pool (issue 9): the rules and builders as pure functions (no I/O).
+
+A pool is an inventory group or a node label selector plus one model: ``exclusive``, ``time_slicing``, ``mps``,
+``mig`` or ``dra``. The functions here are the one place the sharing rules live:
+
+- :func:`pool_input_findings`: bad input before any change (each finding names the variable and the field).
+- :func:`pool_members`: which nodes each pool holds; a node in two pools and a pool matching no node are findings.
+- :func:`mig_findings`: a pool's ``mig.config`` name must be one mig-manager generates on every GPU model of the
+  pool (``_gpu_catalog.mig_config_names``).
+- :func:`dra_findings`: Kubernetes >= 1.34 with ``resource.k8s.io/v1`` served, NVIDIA driver >= 580 on the hosts.
+- :func:`device_plugin_configs`: the k8s-device-plugin config entries (``version: v1``), one per time-slicing or
+  MPS pool, plus ``exclusive`` (the default for every other node).
+- :func:`expected_capacity` and :func:`capacity_findings`: the resources each node must advertise, computed the
+  way the device plugin replicates devices, against what the nodes advertise.
+
+Upstream facts (NVIDIA/k8s-device-plugin v0.20.0): ``api/config/v1/replicas.go`` refuses ``replicas < 2`` and a
+``devices`` count below 1, and ignores a per-resource ``rename`` ("not yet supported"), so only
+``renameByDefault`` (``<name>.shared``) is offered; ``internal/rm/device_map.go`` updateDeviceMapWithReplicas keeps
+the devices not replicated under the original name; ``cmd/nvidia-device-plugin/main.go`` refuses
+``--mig-strategy=mixed`` with MPS and ``internal/plugin/mps.go`` MPS on MIG devices; MPS's
+``failRequestsGreaterThanOne`` defaults to true; ``internal/rm/rm.go`` names MIG resources ``mig-<profile>`` with
+'+' replaced by '.'.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_catalog, _inputs
+
+Finding = dict[str, Any]
+
+VAR_POOLS = "gpu_sharing_pools"
+VAR_MIG_STRATEGY = "gpu_sharing_mig_strategy"
+MODELS = ("exclusive", "time_slicing", "mps", "mig", "dra")
+MIG_STRATEGIES = ("single", "mixed")
+EXCLUSIVE_ENTRY = "exclusive"  # the device-plugin config entry of every node outside a time-slicing/MPS pool
+GPU = "nvidia.com/gpu"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+DRA_MIN_KUBERNETES = (1, 34)
+DRA_MIN_DRIVER = 580
+
+_COMMON_KEYS = ("name", "model", "group", "node_selector")
+_KEYS = {
+    "exclusive": (),
+    "time_slicing": ("replicas", "rename_by_default", "fail_requests_greater_than_one", "devices"),
+    "mps": ("replicas", "rename_by_default", "fail_requests_greater_than_one", "devices"),
+    "mig": ("mig_config",),
+    "dra": (),
+}
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_UUID_RE = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$")
+
+
+def _bad(var: str, value: Any, cause: str, fix: str, *evidence: str) -> Finding:
+    return _inputs.variable_finding("sharing-input-invalid", var, value, cause, fix, *evidence)
+
+
+def _finding(fid: str, kind: str, name: str, evidence: Iterable[str], cause: str, fix: str) -> Finding:
+    return {
+        "id": fid,
+        "severity": "error",
+        "object": {"kind": kind, "name": name},
+        "evidence": list(evidence),
+        "cause": cause,
+        "fix": fix,
+    }
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _devices_findings(var: str, devices: Any) -> list[Finding]:
+    if devices == "all":
+        return []
+    if _is_int(devices):
+        if devices < 1:
+            return [_bad(var, devices, "A count of devices must be 1 or more.", "Set devices: all or a count >= 1.")]
+        return []
+    if isinstance(devices, list) and devices:
+        bad = [d for d in devices if not ((_is_int(d) and d >= 0) or (isinstance(d, str) and _UUID_RE.match(d)))]
+        if not bad:
+            return []
+        return [
+            _bad(
+                var,
+                devices,
+                f"Entries {_inputs.show(bad)} are neither GPU indices (0, 1, ...) nor GPU/MIG UUIDs.",
+                "List GPU indices or UUIDs, or use devices: all.",
+            )
+        ]
+    return [
+        _bad(var, devices, "devices must be 'all', a count or a list of GPU indices or UUIDs.", "Use devices: all.")
+    ]
+
+
+def _pool_findings(i: int, pool: Any) -> list[Finding]:
+    var = f"{VAR_POOLS}[{i}]"
+    if not isinstance(pool, Mapping):
+        return [
+            _bad(var, pool, f"A pool is a mapping, not {_inputs.a(_inputs.kind_of(pool))}.", "See docs/sharing.md.")
+        ]
+    out: list[Finding] = []
+    name, model = pool.get("name"), pool.get("model")
+    if not isinstance(name, str) or not _NAME_RE.match(name) or len(name) > 63:
+        out.append(
+            _bad(
+                f"{var}.name",
+                name,
+                "The pool name becomes a device-plugin config entry and a label value: a DNS-1123 label "
+                "(lower-case letters, digits, '-', at most 63 characters).",
+                "Name the pool like l40s-shared.",
+            )
+        )
+    elif name == EXCLUSIVE_ENTRY and model != "exclusive":
+        out.append(
+            _bad(
+                f"{var}.name",
+                name,
+                f"'{EXCLUSIVE_ENTRY}' is the config entry of the nodes outside every sharing pool.",
+                "Give the pool another name.",
+            )
+        )
+    if model not in MODELS:
+        out.append(
+            _bad(f"{var}.model", model, f"Unknown sharing model; the models are {', '.join(MODELS)}.", "Pick one.")
+        )
+        return out
+    has_group, has_sel = pool.get("group") is not None, pool.get("node_selector") is not None
+    if has_group == has_sel:
+        out.append(
+            _bad(
+                var,
+                {k: pool.get(k) for k in ("group", "node_selector")},
+                "A pool names its nodes one way: an inventory group or a node label selector.",
+                "Set exactly one of group and node_selector.",
+            )
+        )
+    elif has_group and not (isinstance(pool["group"], str) and pool["group"]):
+        out.append(_bad(f"{var}.group", pool["group"], "group is an inventory group name.", "Set a group name."))
+    elif has_sel and not (
+        isinstance(pool["node_selector"], Mapping)
+        and pool["node_selector"]
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in pool["node_selector"].items())
+    ):
+        out.append(
+            _bad(
+                f"{var}.node_selector",
+                pool["node_selector"],
+                "node_selector is a non-empty mapping of label names to string values.",
+                "Quote values such as 'true'.",
+            )
+        )
+    known = set(_COMMON_KEYS) | set(_KEYS[model])
+    for key in sorted(set(pool) - known):
+        out.append(
+            _bad(
+                f"{var}.{key}",
+                pool[key],
+                f"Model {model} has no field {key}; its fields are {', '.join(sorted(known))}. A value no "
+                "component reads would be silently ignored.",
+                f"Remove {key} or change the model.",
+            )
+        )
+    if model in ("time_slicing", "mps"):
+        replicas = pool.get("replicas")
+        if not (_is_int(replicas) and int(replicas) >= 2):
+            out.append(
+                _bad(
+                    f"{var}.replicas",
+                    replicas,
+                    "The device plugin refuses fewer than 2 replicas (k8s-device-plugin api/config/v1/replicas.go).",
+                    "Set replicas to 2 or more, or use model exclusive.",
+                )
+            )
+        for key in ("rename_by_default", "fail_requests_greater_than_one"):
+            if key in pool and not isinstance(pool[key], bool):
+                out.append(_bad(f"{var}.{key}", pool[key], f"{key} is a boolean.", "Use true or false (unquoted)."))
+        if "devices" in pool:
+            out += _devices_findings(f"{var}.devices", pool["devices"])
+    if model == "mig" and not (isinstance(pool.get("mig_config"), str) and pool["mig_config"]):
+        out.append(
+            _bad(
+                f"{var}.mig_config",
+                pool.get("mig_config"),
+                "A MIG pool needs the mig.config name to apply (for example all-1g.10gb on H100 80GB).",
+                "Set mig_config.",
+            )
+        )
+    return out
+
+
+def pool_input_findings(pools: Any, mig_strategy: Any = "single") -> list[Finding]:
+    """Bad input before any change."""
+    if not isinstance(pools, list):
+        return [_bad(VAR_POOLS, pools, "The pools are a list.", "Write gpu_sharing_pools as a YAML list.")]
+    out: list[Finding] = []
+    if mig_strategy not in MIG_STRATEGIES:
+        out.append(_bad(VAR_MIG_STRATEGY, mig_strategy, "The MIG strategies are single and mixed.", "Pick one."))
+    for i, pool in enumerate(pools):
+        out += _pool_findings(i, pool)
+    names = [p.get("name") for p in pools if isinstance(p, Mapping)]
+    for dup in sorted({n for n in names if isinstance(n, str) and names.count(n) > 1}):
+        out.append(
+            _bad(VAR_POOLS, dup, f"Two pools are named {dup}; a name is one config entry.", "Rename one of them.")
+        )
+    if mig_strategy == "mixed":
+        for i, pool in enumerate(pools):
+            if isinstance(pool, Mapping) and pool.get("model") == "mps":
+                out.append(
+                    _bad(
+                        f"{VAR_POOLS}[{i}].model",
+                        "mps",
+                        "The device plugin refuses MPS with the mixed MIG strategy (k8s-device-plugin "
+                        "cmd/nvidia-device-plugin/main.go: 'using --mig-strategy=mixed is not supported with MPS').",
+                        f"Set {VAR_MIG_STRATEGY}: single, or use time_slicing for this pool.",
+                        f"{VAR_MIG_STRATEGY}: mixed",
+                    )
+                )
+    return out
+
+
+def _selects(selector: Mapping[str, str], labels: Mapping[str, Any] | None) -> bool:
+    labels = labels or {}
+    return all(k in labels and str(labels[k]) == v for k, v in selector.items())
+
+
+def pool_members(
+    pools: Sequence[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, list[str]], list[Finding]]:
+    """Nodes per pool (sorted). ``nodes``: node name -> {labels, groups}. A node in two pools, or a pool that
+    matches no node, is a finding."""
+    members: dict[str, list[str]] = {}
+    for pool in pools:
+        if pool.get("group") is not None:
+            got = [n for n, node in nodes.items() if pool["group"] in (node.get("groups") or [])]
+        else:
+            got = [n for n, node in nodes.items() if _selects(pool["node_selector"], node.get("labels"))]
+        members[pool["name"]] = sorted(got)
+    out: list[Finding] = []
+    owners: dict[str, list[str]] = {}
+    for name, got in members.items():
+        for node in got:
+            owners.setdefault(node, []).append(name)
+    for node, names in sorted(owners.items()):
+        if len(names) > 1:
+            out.append(
+                _finding(
+                    "sharing-node-in-two-pools",
+                    "Node",
+                    node,
+                    [f"node {node} is in pools {', '.join(names)}"],
+                    "A node has one sharing model: one device-plugin config and one MIG layout.",
+                    "Narrow the pools' groups or node selectors so that each node is in one pool.",
+                )
+            )
+    for pool in pools:
+        if not members[pool["name"]]:
+            how = (
+                f"inventory group {pool['group']}"
+                if pool.get("group") is not None
+                else "node selector " + ", ".join(f"{k}={v}" for k, v in sorted(pool["node_selector"].items()))
+            )
+            out.append(
+                _finding(
+                    "sharing-pool-empty",
+                    "variable",
+                    f"{VAR_POOLS}[{pool['name']}]",
+                    [f"pool {pool['name']}: {how} matches none of the nodes {', '.join(sorted(nodes)) or '(none)'}"],
+                    "A pool that selects no node configures nothing, which is most likely a typo.",
+                    "Fix the group or the selector, or remove the pool.",
+                )
+            )
+    return members, out
+
+
+def _gpu_ids(gpus: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    return sorted({(str(g.get("vendor_id", "")).lower(), str(g.get("device_id", "")).lower()) for g in gpus})
+
+
+def _model_name(ids: tuple[str, str]) -> str:
+    entry = _gpu_catalog.gpu(*ids)
+    return entry["model"] if entry else f"PCI {ids[0]}:{ids[1]}"
+
+
+def mig_findings(
+    pools: Sequence[Mapping[str, Any]],
+    members: Mapping[str, Sequence[str]],
+    node_gpus: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> list[Finding]:
+    """Each MIG pool's config name must be generated on every GPU model of its nodes (``node_gpus``: node -> the
+    accelerators of gpu_host_facts, or of the node's labels)."""
+    out: list[Finding] = []
+    for pool in pools:
+        if pool.get("model") != "mig":
+            continue
+        by_model: dict[tuple[str, str], list[str]] = {}
+        for node in members.get(pool["name"], ()):
+            for ids in _gpu_ids(node_gpus.get(node) or []):
+                by_model.setdefault(ids, []).append(node)
+        for ids, nodes in sorted(by_model.items()):
+            valid = _gpu_catalog.mig_config_names(*ids)
+            if pool["mig_config"] in valid:
+                continue
+            out.append(
+                _finding(
+                    "sharing-mig-config-invalid",
+                    "variable",
+                    f"{VAR_POOLS}[{pool['name']}].mig_config",
+                    [
+                        f"mig_config: {pool['mig_config']}",
+                        f"{_model_name(ids)} on {', '.join(nodes)}",
+                        "valid there: " + (", ".join(valid) if valid else "none (this GPU has no MIG)"),
+                    ],
+                    "mig-manager would mark these nodes mig.config.state=failed: the name is not a MIG layout of "
+                    "this GPU (mig-manager v0.15.0 generates the names from the GPU's profiles).",
+                    "Pick a name valid on every GPU model of the pool, or split the pool by GPU model.",
+                )
+            )
+    return out
+
+
+def _version_tuple(text: Any) -> tuple[int, ...]:
+    nums = re.findall(r"\d+", str(text or ""))
+    return tuple(int(n) for n in nums[:3])
+
+
+def dra_findings(
+    pools: Sequence[Mapping[str, Any]],
+    members: Mapping[str, Sequence[str]],
+    kubernetes_version: str,
+    served_resource_versions: Sequence[str],
+    driver_versions: Mapping[str, str | None],
+) -> list[Finding]:
+    """DRA pools need Kubernetes >= 1.34 serving resource.k8s.io/v1 and NVIDIA driver >= 580 on their hosts."""
+    dra = [p for p in pools if p.get("model") == "dra"]
+    if not dra:
+        return []
+    out: list[Finding] = []
+    if _version_tuple(kubernetes_version)[:2] < DRA_MIN_KUBERNETES or "v1" not in served_resource_versions:
+        out.append(
+            _finding(
+                "sharing-dra-kubernetes-too-old",
+                "Cluster",
+                "kubernetes",
+                [
+                    f"Kubernetes {kubernetes_version}",
+                    "resource.k8s.io versions served: " + (", ".join(served_resource_versions) or "none"),
+                ],
+                "The DRA driver for NVIDIA GPUs needs resource.k8s.io/v1 (Kubernetes 1.34 and later, where DRA is GA "
+                "and on by default).",
+                "Upgrade the cluster to Kubernetes 1.34 or later, or use another model for the DRA pools.",
+            )
+        )
+    for pool in dra:
+        for node in members.get(pool["name"], ()):
+            version = driver_versions.get(node)
+            major = _version_tuple(version)[:1]
+            if not major or major[0] < DRA_MIN_DRIVER:
+                out.append(
+                    _finding(
+                        "sharing-dra-driver-too-old",
+                        "Node",
+                        node,
+                        [f"pool {pool['name']}: NVIDIA driver {version or 'not found'} on {node}"],
+                        f"The DRA driver for NVIDIA GPUs needs NVIDIA driver {DRA_MIN_DRIVER} or later on the host.",
+                        f"Install driver {DRA_MIN_DRIVER} or later on {node} (host_prep / gpu_operator driver "
+                        "version), or move the node out of the DRA pool.",
+                    )
+                )
+    return out
+
+
+def device_plugin_configs(pools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """ConfigMap entries (entry name -> k8s-device-plugin config v1): one per time-slicing or MPS pool, and
+    ``exclusive`` for every other node (the ClusterPolicy's devicePlugin.config.default)."""
+    out: dict[str, dict[str, Any]] = {EXCLUSIVE_ENTRY: {"version": "v1"}}
+    for pool in pools:
+        model = pool.get("model")
+        if model not in ("time_slicing", "mps"):
+            continue
+        resource: dict[str, Any] = {"name": GPU, "replicas": pool["replicas"]}
+        if pool.get("devices", "all") != "all":
+            resource["devices"] = pool["devices"]
+        shared: dict[str, Any] = {"resources": [resource]}
+        if pool.get("rename_by_default"):
+            shared["renameByDefault"] = True
+        if "fail_requests_greater_than_one" in pool:
+            shared["failRequestsGreaterThanOne"] = pool["fail_requests_greater_than_one"]
+        key = "timeSlicing" if model == "time_slicing" else "mps"
+        out[pool["name"]] = {"version": "v1", "sharing": {key: shared}}
+    return out
+
+
+def _replicated_count(devices: Any, gpus: int) -> int:
+    if devices in (None, "all"):
+        return gpus
+    if _is_int(devices):
+        return min(devices, gpus)
+    return min(len(devices), gpus)
+
+
+def _mig_instances(config: str, ids: tuple[str, str]) -> dict[str, int]:
+    """MIG devices per GPU that mig.config ``config`` makes: profile -> count (empty: MIG disabled or unknown)."""
+    if config == "all-balanced":
+        return _gpu_catalog.mig_balanced(*ids)
+    for profile, count in _gpu_catalog.mig_profiles(*ids).items():
+        if config == "all-" + profile.replace("+", "."):
+            return {profile: count}
+    return {}
+
+
+def expected_capacity(
+    pool: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]], mig_strategy: str = "single"
+) -> dict[str, int]:
+    """The extended resources one node of ``pool`` advertises with these GPUs (resource -> count), as the device
+    plugin computes them. A DRA pool advertises no device-plugin resource (its GPUs are ResourceSlice devices)."""
+    n = len(gpus)
+    model = pool.get("model")
+    if model == "dra" or n == 0:
+        return {}
+    if model in ("time_slicing", "mps"):
+        shared = _replicated_count(pool.get("devices"), n)
+        name = GPU + ".shared" if pool.get("rename_by_default") else GPU
+        out = {name: shared * pool["replicas"]}
+        if n - shared:
+            out[GPU] = out.get(GPU, 0) + n - shared
+        return out
+    if model == "mig" and pool.get("mig_config") not in ("all-disabled", None):
+        out = {}
+        for ids in [(str(g.get("vendor_id", "")).lower(), str(g.get("device_id", "")).lower()) for g in gpus]:
+            for profile, count in _mig_instances(pool["mig_config"], ids).items():
+                name = GPU if mig_strategy == "single" else "nvidia.com/mig-" + profile.replace("+", ".")
+                out[name] = out.get(name, 0) + count
+        return out
+    return {GPU: n}
+
+
+def capacity_findings(
+    expected: Mapping[str, Mapping[str, int]], advertised: Mapping[str, Mapping[str, Any]], pool_of: Mapping[str, str]
+) -> list[Finding]:
+    """Each node's advertised (allocatable) GPU resources against the expected ones; resources under nvidia.com/
+    that the node advertises and the pool does not expect count too (a stale replica or MIG resource)."""
+    out: list[Finding] = []
+    for node, want in sorted(expected.items()):
+        have = {k: int(str(v)) for k, v in (advertised.get(node) or {}).items() if k.startswith("nvidia.com/")}
+        names = sorted(
+            set(want) | {k for k, v in have.items() if v and (k == GPU or k.startswith(GPU + ".") or "/mig-" in k)}
+        )
+        wrong = [
+            f"{r}: expected {want.get(r, 0)}, advertised {have.get(r, 0)}"
+            for r in names
+            if want.get(r, 0) != have.get(r, 0)
+        ]
+        if wrong:
+            out.append(
+                _finding(
+                    "sharing-capacity-mismatch",
+                    "Node",
+                    node,
+                    [f"pool {pool_of.get(node, '-')}", *wrong],
+                    "The node does not advertise what its pool's sharing model gives: the device plugin has not "
+                    "loaded the pool's config (not restarted, or its config label points elsewhere) or MIG is not "
+                    "applied yet.",
+                    f"Check the node's {CONFIG_LABEL} and {MIG_CONFIG_LABEL}/{MIG_STATE_LABEL} labels and the "
+                    "device-plugin pod's log on the node; restart the pod after a config change.",
+                )
+            )
+    return out
