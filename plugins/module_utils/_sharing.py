@@ -176,7 +176,7 @@ def _pool_findings(i: int, pool: Any) -> list[Finding]:
         )
     if model in ("time_slicing", "mps"):
         replicas = pool.get("replicas")
-        if not (_is_int(replicas) and int(replicas) >= 2):
+        if not (isinstance(replicas, int) and not isinstance(replicas, bool) and replicas >= 2):
             out.append(
                 _bad(
                     f"{var}.replicas",
