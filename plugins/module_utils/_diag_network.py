@@ -305,8 +305,10 @@ def _state_ref(net, state):
 
 
 def rule_sriov_node_state(view):
-    """SriovNetworkNodeState Failed -> VFs above the firmware limit (numVfs > totalvfs, or lastSyncError says so)
-    or the error; InProgress with a drain -> a PodDisruptionBudget blocks it."""
+    """SriovNetworkNodeState asking more VFs than a PF's totalvfs -> VFs above the firmware limit: upstream's
+    config daemon (v1.6.0, daemon mode) refuses the count before writing it and retries, so the state stays
+    InProgress with an empty lastSyncError; a Failed state (systemd mode) whose lastSyncError says so is the same
+    row, another Failed one is a failed sync. InProgress with a drain -> a PodDisruptionBudget blocks it."""
     net = view.get("network")
     if net is None:
         return []
@@ -317,15 +319,15 @@ def rule_sriov_node_state(view):
             continue
         name, sync, error = node["name"], state["sync_status"], state["last_sync_error"]
         obj = _state_ref(net, state)
-        if sync == "Failed":
-            over = [
-                i
-                for i in state["interfaces"]
-                if isinstance(i["totalvfs"], int)
-                and isinstance(i["num_vfs_wanted"], int)
-                and i["num_vfs_wanted"] > i["totalvfs"]
-            ]
-            evidence = [f"syncStatus Failed, lastSyncError: {error or 'empty'}"] + [
+        over = [
+            i
+            for i in state["interfaces"]
+            if isinstance(i["totalvfs"], int)
+            and isinstance(i["num_vfs_wanted"], int)
+            and i["num_vfs_wanted"] > i["totalvfs"]
+        ]
+        if sync == "Failed" or (sync == "InProgress" and over):
+            evidence = [f"syncStatus {sync}, lastSyncError: {error or 'empty'}"] + [
                 f"PF {i['name'] or '-'} ({i['pci_address']}): numVfs {i['num_vfs_wanted']} requested, "
                 f"totalvfs {i['totalvfs']}"
                 for i in over
@@ -342,7 +344,7 @@ def rule_sriov_node_state(view):
                         node=name,
                         evidence=evidence,
                         cause=f"the SR-IOV policy asks more VFs on {name} than the PF firmware allows ({limits}); "
-                        "the kernel refuses the sriov_numvfs write",
+                        "the config daemon refuses the count (NumVfs is larger than TotalVfs) and never syncs",
                         fix="lower numVfs of the SriovNetworkNodePolicy to at most totalvfs (sriov_network_operator "
                         "num_vfs), or raise NUM_OF_VFS in the NIC firmware (mlxconfig -d <pci> set SRIOV_EN=1 "
                         "NUM_OF_VFS=<n>) and reboot the node",

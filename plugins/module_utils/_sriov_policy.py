@@ -1424,14 +1424,24 @@ def sriov_network_node_state(obj: Obj) -> Unmet:
         )
     if sync == SYNC_FAILED:
         return f"status.syncStatus is Failed: lastSyncError: {error or 'empty'}"
+    reported = {i.get("pciAddress"): i for i in status.get("interfaces") or []}
     if sync != SYNC_SUCCEEDED:
+        for iface in (obj.get("spec") or {}).get("interfaces") or []:
+            got = reported.get(iface.get("pciAddress")) or {}
+            want, limit = int(iface.get("numVfs") or 0), got.get("totalvfs")
+            if isinstance(limit, int) and want > limit:
+                # v1.6.0's config daemon refuses the count before writing it and retries: InProgress for ever
+                return (
+                    f"status.syncStatus is {sync}: spec asks {want} VFs on {iface.get('pciAddress')} "
+                    f"({got.get('name') or '-'}), above its totalvfs {limit}; the config daemon refuses it "
+                    "(NumVfs is larger than TotalVfs) and never syncs"
+                )
         text = f"status.syncStatus is {sync}, want Succeeded ({drain}"
         if desired in ("Drain_Required", "Draining") or current == "Draining":
             text += "; a drain blocked by a PodDisruptionBudget keeps it here"
         return text + (f"; lastSyncError: {error})" if error else ")")
     if (desired and desired != DRAIN_IDLE) or (current and current != DRAIN_IDLE):
         return f"status.syncStatus is Succeeded but a drain is under way ({drain})"
-    reported = {i.get("pciAddress"): i for i in status.get("interfaces") or []}
     for iface in (obj.get("spec") or {}).get("interfaces") or []:
         want = int(iface.get("numVfs") or 0)
         got = reported.get(iface.get("pciAddress"))

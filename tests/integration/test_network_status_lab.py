@@ -6,9 +6,12 @@ fix, with the same number of API requests as on an empty cluster.
 Faults, one per node: n0 `ofed-crashloop-headers`, n1 `ofed-crashloop-secureboot`, n2 `peermem-not-loaded`
 (ClusterPolicy driver.rdma.enabled), n3 VFs above the firmware limit, n4 a drain blocked by a PodDisruptionBudget;
 every node: an rdmaSharedDevicePlugin entry whose deviceID matches no NIC; and a second NicClusterPolicy with the
-wrong name. The SriovNetworkNodeStates of n3 and n4 are written by the test with the status the SR-IOV config
-daemon writes (its node-side simulation, hack/gpuops_lab/simulator/handlers/sriov.py, had not landed when this
-was written)."""
+wrong name. n3 and n4 go through the lab's real SR-IOV Network Operator v1.6.0: a SriovOperatorConfig `default`
+selecting them and two SriovNetworkNodePolicies (32 VFs on n3's ibp20s0, whose firmware allows 16; 8 then 4 VFs on
+n4's) that the operator renders into their SriovNetworkNodeStates; this module's SriovNetworkNodeState simulator
+instance plays their config daemons (hack/gpuops_lab/simulator/handlers/sriov.py): n3's refuses the count as
+upstream's does, n4 (fault `sriov-drain-blocked`) asks for a drain before changing VFs in use, and the operator's
+real drain controller cannot evict the pod of n4's VFs that a PodDisruptionBudget guards."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from gpuops_lab import sriov
 from gpuops_lab.k8s import ensure_crd, wait_for
 from kubernetes import client
 
@@ -32,9 +36,14 @@ CHARTS = REPO / "tests/fixtures/charts"
 CRDS = [
     CHARTS / "gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml",
     CHARTS / "network-operator/26.4.1/crds/mellanox.com_nicclusterpolicies.yaml",
-    CHARTS / "sriov-network-operator/1.6.0/crds/sriovnetwork.openshift.io_sriovnetworknodestates.yaml",
 ]
-FAULTS = {0: "ofed-crashloop-headers", 1: "ofed-crashloop-secureboot", 2: "peermem-not-loaded"}
+FAULTS = {
+    0: "ofed-crashloop-headers",
+    1: "ofed-crashloop-secureboot",
+    2: "peermem-not-loaded",
+    4: "sriov-drain-blocked",
+}
+SRIOV_NS = "sriov-network-operator"  # the lab's real operator reconciles this namespace only
 RDMA_CONFIG = {
     "configList": [
         {"resourceName": "rdma_shared_ib", "rdmaHcaMax": 63, "selectors": {"vendors": ["15b3"], "deviceIDs": ["1021"]}},
@@ -42,23 +51,27 @@ RDMA_CONFIG = {
         {"resourceName": "rdma_roce", "rdmaHcaMax": 63, "selectors": {"vendors": ["15b3"], "deviceIDs": ["101d"]}},
     ]
 }
-PF = {"pciAddress": "0000:14:00.0", "name": "ibp20s0", "vendor": "15b3", "deviceID": "1021"}
+SRIOV_API = ("sriovnetwork.openshift.io", "v1")
+RAIL_LABEL = "gpuops.test/sriov-rail"
 
 
-def _state(node, namespace, sync, error, want, annotations):
-    """A SriovNetworkNodeState as the operator creates it (spec) and the config daemon reports it (status)."""
-    body = {
+def _policy(tag, rail, num_vfs):
+    """A SriovNetworkNodePolicy on the nodes labelled for `rail`: VFs of the PF ibp20s0 (ConnectX-7, totalvfs 16)."""
+    return {
         "apiVersion": "sriovnetwork.openshift.io/v1",
-        "kind": "SriovNetworkNodeState",
-        "metadata": {"name": node, "namespace": namespace, "annotations": annotations},
-        "spec": {"interfaces": [{"pciAddress": PF["pciAddress"], "name": PF["name"], "numVfs": want}]},
+        "kind": "SriovNetworkNodePolicy",
+        "metadata": {"name": f"{tag}-{rail}", "namespace": SRIOV_NS},
+        "spec": {
+            "resourceName": f"{tag}_{rail}",
+            "nodeSelector": {RAIL_LABEL: f"{tag}-{rail}"},
+            "numVfs": num_vfs,
+            "nicSelector": {"vendor": "15b3", "deviceID": "1021", "pfNames": ["ibp20s0"]},
+            "deviceType": "netdevice",
+            "isRdma": True,
+            "linkType": "ib",
+            "priority": 10,
+        },
     }
-    status = {
-        "syncStatus": sync,
-        "lastSyncError": error,
-        "interfaces": [{**PF, "driver": "mlx5_core", "numVfs": 0, "totalvfs": 16, "linkType": "IB"}],
-    }
-    return body, status
 
 
 def _crs(cluster):
@@ -74,6 +87,7 @@ def fabric(cluster):
     from gpuops_lab.simulator.framework import RealClient, Simulator
     from gpuops_lab.simulator.handlers.network import NicClusterPolicyHandler
     from gpuops_lab.simulator.handlers.nvidia import INSTANCE_LABEL, ClusterPolicyHandler
+    from gpuops_lab.simulator.handlers.sriov import SriovNetworkNodeStateHandler
 
     core = client.CoreV1Api(cluster.api_client)
     custom = _crs(cluster)
@@ -84,19 +98,27 @@ def fabric(cluster):
         cluster.lab.wait_namespace_sa(ns)
     for crd in CRDS:
         ensure_crd(cluster.api_client, crd)
+    sriov.ensure_prereqs(cluster.api_client)  # a molecule uninstall before may have removed the CRDs
+    assert not _crs(cluster).list_namespaced_custom_object(*SRIOV_API, SRIOV_NS, "sriovoperatorconfigs")["items"], (
+        f"a SriovOperatorConfig already exists in {SRIOV_NS}: this module creates its own `default`"
+    )
     names = nodes.add(core, "dgx-h100", 5, prefix=f"{tag}-dgx")
     sim = None
     policies = []
+    sriov_objs = []
     try:
         assert wait_for(lambda: all(nodes.labelled(core.read_node(n)) for n in names), 90), "nfd-master labels"
         for i, name in enumerate(names):
             meta = {"labels": {INSTANCE_LABEL: tag}, "annotations": {FAULTS_ANNOTATION: FAULTS.get(i, "")}}
             if i != 2:  # only n2 runs the GPU operands (peermem); the others keep the test small
                 meta["labels"]["nvidia.com/gpu.deploy.operands"] = "false"
+            if i in (3, 4):
+                meta["labels"][RAIL_LABEL] = f"{tag}-{'ab'[i - 3]}"
             core.patch_node(name, {"metadata": meta})
         handlers = [
             NicClusterPolicyHandler(instance=tag, operator_namespace=net_ns),
             ClusterPolicyHandler(instance=tag, operator_namespace=gpu_ns),
+            SriovNetworkNodeStateHandler(instance=tag),
         ]
         sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), handlers, resync_period=2.0, watch_timeout=30)
         sim.start()
@@ -130,31 +152,42 @@ def fabric(cluster):
             }
             custom.create_cluster_custom_object("mellanox.com", "v1alpha1", "nicclusterpolicies", body)
             policies.append(("mellanox.com", "v1alpha1", "nicclusterpolicies", name))
-        # n3: 32 VFs asked on a PF whose firmware allows 16 (the kernel refuses the write); n4: the drain before
-        # the VF change cannot evict a pod guarded by a PodDisruptionBudget that allows no disruption
-        limit = "failed to set sriov_numvfs 32 on 0000:14:00.0: write: numerical result out of range (totalvfs 16)"
-        drain = {
-            "sriovnetwork.openshift.io/desired-state": "Drain_Required",
-            "sriovnetwork.openshift.io/current-state": "Draining",
-        }
-        for node, sync, error, want, annotations in (
-            (names[3], "Failed", limit, 32, {}),
-            (names[4], "InProgress", "", 8, drain),
-        ):
-            body, status = _state(node, net_ns, sync, error, want, annotations)
+        # n3: 32 VFs asked on a PF whose firmware allows 16; n4: 8 VFs, then 4 once a pod guarded by a
+        # PodDisruptionBudget that allows no disruption uses one of them (VFs in use change: a drain first)
+        sriov_objs.append(("sriovoperatorconfigs", "default"))
+        custom.create_namespaced_custom_object(
+            *SRIOV_API,
+            SRIOV_NS,
+            "sriovoperatorconfigs",
+            {
+                "apiVersion": "sriovnetwork.openshift.io/v1",
+                "kind": "SriovOperatorConfig",
+                "metadata": {"name": "default", "namespace": SRIOV_NS},
+                "spec": {"configDaemonNodeSelector": {INSTANCE_LABEL: tag}, "logLevel": 2},
+            },
+        )
+        for rail, num_vfs in (("a", 32), ("b", 8)):
+            sriov_objs.append(("sriovnetworknodepolicies", f"{tag}-{rail}"))
             custom.create_namespaced_custom_object(
-                "sriovnetwork.openshift.io", "v1", net_ns, "sriovnetworknodestates", body
+                *SRIOV_API, SRIOV_NS, "sriovnetworknodepolicies", _policy(tag, rail, num_vfs)
             )
-            custom.patch_namespaced_custom_object_status(
-                "sriovnetwork.openshift.io", "v1", net_ns, "sriovnetworknodestates", node, {"status": status}
-            )
+        resource = f"openshift.io/{tag}_b"
+        assert wait_for(lambda: core.read_node(names[4]).status.allocatable.get(resource) == "8", 60), (
+            f"{resource}: 8 VFs on {names[4]} (0 -> 8 needs no drain)"
+        )
         trainer = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "trainer-0", "labels": {"app": "trainer"}},
             "spec": {
                 "nodeName": names[4],
-                "containers": [{"name": "main", "image": "registry.invalid/trainer:1"}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.invalid/trainer:1",
+                        "resources": {"requests": {resource: "1"}, "limits": {resource: "1"}},
+                    }
+                ],
                 "tolerations": [{"operator": "Exists"}],
             },
         }
@@ -165,9 +198,42 @@ def fabric(cluster):
             "metadata": {"name": "trainer"},
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "trainer"}}},
         }
-        client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget(net_ns, pdb)
+        policy_api = client.PolicyV1Api(cluster.api_client)
+        policy_api.create_namespaced_pod_disruption_budget(net_ns, pdb)
+
+        def guarded():
+            st = policy_api.read_namespaced_pod_disruption_budget("trainer", net_ns).status
+            return st is not None and st.expected_pods == 1 and st.disruptions_allowed == 0
+
+        assert wait_for(guarded, 30), "the PodDisruptionBudget guards the running trainer"
+        custom.patch_namespaced_custom_object(
+            *SRIOV_API, SRIOV_NS, "sriovnetworknodepolicies", f"{tag}-b", {"spec": {"numVfs": 4}}
+        )
         yield {"nodes": names, "gpu_ns": gpu_ns, "net_ns": net_ns, "tag": tag, "label": INSTANCE_LABEL}
     finally:
+        policy_api = client.PolicyV1Api(cluster.api_client)
+        for delete in (
+            lambda: policy_api.delete_namespaced_pod_disruption_budget("trainer", net_ns),
+            lambda: core.delete_namespaced_pod("trainer-0", net_ns, grace_period_seconds=0),
+            *(
+                (
+                    lambda plural=plural, name=name: custom.delete_namespaced_custom_object(
+                        *SRIOV_API, SRIOV_NS, plural, name
+                    )
+                )
+                for plural, name in reversed(sriov_objs)
+            ),
+        ):
+            try:
+                delete()
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+        # the operator deletes the node states with its SriovOperatorConfig
+        wait_for(
+            lambda: not custom.list_namespaced_custom_object(*SRIOV_API, SRIOV_NS, "sriovnetworknodestates")["items"],
+            30,
+        )
         for group, version, plural, name in policies:
             try:
                 custom.delete_cluster_custom_object(group, version, plural, name)
@@ -188,7 +254,7 @@ def _params(fabric):
         "operator_namespace": fabric["gpu_ns"],
         "amd_namespace": fabric["gpu_ns"],
         "node_selector": f"{fabric['label']}={fabric['tag']}",
-        "network": {"namespace": fabric["net_ns"], "sriov_namespace": fabric["net_ns"]},
+        "network": {"namespace": fabric["net_ns"], "sriov_namespace": SRIOV_NS},
     }
 
 
@@ -283,15 +349,28 @@ def test_peermem_not_loaded(fabric, diagnosed):
     assert "GPUDirect RDMA" in f["cause"] and "useHostMofed" in f["fix"]
 
 
-def test_sriov_vfs_above_limit_and_drain_blocked(fabric, diagnosed):
-    n3, n4 = fabric["nodes"][3:]
+def test_sriov_vfs_above_limit(fabric, diagnosed):
+    n3 = fabric["nodes"][3]
     limit = _one(diagnosed, "sriov-vfs-above-limit", n3)
-    assert limit["object"] == {"kind": "SriovNetworkNodeState", "namespace": fabric["net_ns"], "name": n3}
+    assert limit["object"] == {"kind": "SriovNetworkNodeState", "namespace": SRIOV_NS, "name": n3}
+    # the operator rendered the policy's 32 VFs into the spec; the config daemon refused them (InProgress, v1.6.0)
+    assert limit["evidence"][0] == "syncStatus InProgress, lastSyncError: empty"
     assert "ibp20s0 16" in limit["cause"] and n3 in limit["cause"] and "numVfs 32 requested" in limit["evidence"][1]
     assert "mlxconfig" in limit["fix"]
+
+
+def test_sriov_drain_blocked(fabric, diagnosed):
+    n4 = fabric["nodes"][4]
     drain = _one(diagnosed, "sriov-drain-blocked", n4)
+    # the operator's drain controller took the daemon's request, cordoned the node and cannot evict the trainer
+    assert drain["evidence"][:2] == [
+        "syncStatus InProgress, drain desired-state Drain_Required, current-state Draining",
+        f"node {n4} is cordoned",
+    ]
     assert f"{fabric['net_ns']}/trainer allows no disruption" in drain["cause"] and n4 in drain["cause"]
     assert f"{fabric['net_ns']}/trainer" in drain["fix"] and n4 in drain["fix"]
+    node = next(x for x in diagnosed["network"]["nodes"] if x["name"] == n4)
+    assert node["sriov"] == {f"openshift.io/{fabric['tag']}_b": 8}  # the VFs stay until the drain completes
 
 
 def test_wrong_policy_name_and_constant_requests(cluster, fabric, diagnosed):

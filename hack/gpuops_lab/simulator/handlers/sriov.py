@@ -9,12 +9,17 @@ selects and, once the state reports interfaces, writes the policies' PF configur
   pkg/consts), `linkAdminState`, `totalvfs` (the profile's `sriov_totalvfs`, 0 without SR-IOV), `numVfs` and `Vfs`
   (upstream's capital V: `{pciAddress, vfID, vendor, deviceID, driver}`, VF addresses at first VF offset 1, stride
   1 from the PF's routing ID, as the simulated host's SR-IOV capability says).
-- the config daemon's sync: every PF of `spec.interfaces` gets its `numVfs` (the kernel's `sriov_numvfs`); a PF
-  the spec no longer names is reset to 0. A count above the PF's `sriov_totalvfs` is refused as the kernel does
-  (ERANGE): that PF keeps 0 VFs (the daemon writes 0 before a new count) and the state is `syncStatus: Failed`
-  with `lastSyncError` naming the PF, the count and the limit. A PF the node does not have fails the same way.
-  An `externallyManaged` PF is not written (upstream skips configSriovPFDevice there); *sim*: its VFs are taken to
-  exist as host_prep made them, up to `sriov_totalvfs`. Otherwise `syncStatus: Succeeded`, `lastSyncError` empty.
+- the config daemon's sync (pkg/daemon/daemon.go Reconcile, pkg/host/internal/sriov/sriov.go): every PF of
+  `spec.interfaces` gets its `numVfs` (the kernel's `sriov_numvfs`); a PF the spec no longer names is reset to 0.
+  A count above the PF's `sriov_totalvfs` fails as upstream's configSriovPFDevice does, before any write ("cannot
+  config SRIOV device: NumVfs (32) is larger than TotalVfs (16)"): in daemon mode the generic plugin's Apply
+  returns that error, Reconcile returns it and retries, and the state keeps `syncStatus: InProgress` (set before the
+  apply) with the `lastSyncError` it had (v1.6.0 writes `Failed` only in systemd mode); the apply stops at that PF
+  (PFs before it in the status order are configured, it and the ones after keep their VFs, the resets are not
+  done). *sim*: the simulator writes the refused count and limit into the log, not into the state. A PF the node
+  does not have is skipped, as upstream's getConfigureAndReset skips it. An `externallyManaged` PF is not written
+  (upstream skips configSriovPFDevice there); *sim*: its VFs are taken to exist as host_prep made them, up to
+  `sriov_totalvfs`. Otherwise `syncStatus: Succeeded`, `lastSyncError` empty.
 - the device plugin: the node's capacity/allocatable `<prefix>/<resourceName>` = the VFs of each `vfGroups[]` entry
   (its `vfRange`) that exist on the PF, summed over the PFs; prefix `openshift.io` (the standalone chart's
   `operator.resourcePrefix`, which the lab's operator runs with; `_sriov_policy.resource_prefix`). Resources it set
@@ -24,10 +29,18 @@ selects and, once the state reports interfaces, writes the policies' PF configur
   event, a node label change or its 5-minute resync (controllers/sriovnetworknodepolicy_controller.go): the label
   change makes it re-read them at once, as a policy applied before the config daemon reported would otherwise wait.
 
-Fault (per node, hack/gpuops_lab/simulator/faults.py): `sriov-drain-blocked`: a change of the PF configuration
-waits for a node drain that a PodDisruptionBudget blocks: `syncStatus: InProgress`, `lastSyncError` saying so, the
-VFs stay as they were (the drain annotations are not written: the real operator's drain controller would act on
-them and cordon the kwok node).
+Fault (per node, hack/gpuops_lab/simulator/faults.py): `sriov-drain-blocked`: the node's config daemon asks for a
+drain before a change that needs one, as upstream does (generic plugin needToUpdateVFs: a PF that has VFs gets a
+different count, or loses its policy) and the real operator's drain controller performs it. Without the fault the
+simulator applies such a change at once (as with `disableDrain`), so that the other lab nodes are never cordoned.
+With it, the handler plays daemon.go handleDrain/annotate: state `InProgress` (lastSyncError kept), annotation
+`sriovnetwork.openshift.io/desired-state: Drain_Required` on the state and `sriovnetwork.openshift.io/state:
+Drain_Required` on the node; the real drain controller then sets `current-state: Draining`, cordons the node and
+evicts the pods that request `<prefix>/*` resources, which a PodDisruptionBudget that allows no disruption refuses
+(the API server's eviction check): the drain, and the state, stay there. Once the drain controller writes
+`current-state: DrainComplete` the handler applies the change, annotates both `Idle` (the drain controller then
+uncordons) and reports `Succeeded`. The drain controller adds the drain annotations (`Idle`) to every state and node;
+the handler waits for them only under the fault, as the daemon does before any reconcile.
 
 When the state is deleted (the operator deletes it with its SriovOperatorConfig, or for a node it no longer
 selects) the resources it advertised and the label are removed.
@@ -53,11 +66,13 @@ RESOURCES_ANNOTATION = "sim.gpuops.io/sriov-resources"
 STATE_LABEL = "sim.gpuops.io/sriov-state"
 FAULT_DRAIN_BLOCKED = "sriov-drain-blocked"
 SRIOV_FAULTS = frozenset({FAULT_DRAIN_BLOCKED})
-SUCCEEDED, FAILED, IN_PROGRESS = "Succeeded", "Failed", "InProgress"
-DRAIN_BLOCKED_ERROR = (
-    "drain of node {node} blocked: evicting its pods is refused by a PodDisruptionBudget (Cannot evict pod as it "
-    "would violate the pod's disruption budget); the PF configuration waits for the drain"
-)
+SUCCEEDED, IN_PROGRESS = "Succeeded", "InProgress"
+# pkg/consts/constants.go v1.6.0
+NODE_DRAIN_ANNOTATION = "sriovnetwork.openshift.io/state"
+DESIRED_STATE = "sriovnetwork.openshift.io/desired-state"
+CURRENT_STATE = "sriovnetwork.openshift.io/current-state"
+DRAIN_IDLE, DRAIN_REQUIRED, DRAINING, DRAIN_COMPLETE = "Idle", "Drain_Required", "Draining", "DrainComplete"
+ABOVE_LIMIT_ERROR = "cannot config SRIOV device: NumVfs ({num}) is larger than TotalVfs ({limit})"
 LINK_TYPES = {"InfiniBand": "IB", "Ethernet": "ETH"}
 VF_DRIVERS = {"15b3": "mlx5_core", "8086": "iavf"}
 
@@ -104,36 +119,44 @@ def sync(
     spec: Mapping[str, Any],
     pfs: Sequence[Mapping[str, Any]],
     current: Mapping[str, int],
-    node: str,
-    drain_blocked: bool = False,
-) -> tuple[dict[str, int], str, str]:
-    """The config daemon's pass over `spec.interfaces`: ({pciAddress: numVfs} after it, syncStatus, lastSyncError).
-    `current`: the VFs each PF has now (from the last status)."""
-    by_addr = {p["address"]: p for p in pfs}
-    wanted: dict[str, int] = {}
-    for iface in spec.get("interfaces") or ():
-        wanted[str(iface.get("pciAddress"))] = int(iface.get("numVfs") or 0)
-    result = {a: wanted.get(a, 0) for a in by_addr}
-    if drain_blocked and any(int(current.get(a, 0)) != n for a, n in result.items()):
-        return {a: int(current.get(a, 0)) for a in by_addr}, IN_PROGRESS, DRAIN_BLOCKED_ERROR.format(node=node)
-    errors = []
-    for addr, num in wanted.items():
-        pf = by_addr.get(addr)
-        if pf is None:
-            errors.append(f"interface {addr} not found on node {node} (no such PCI device)")
+) -> tuple[dict[str, int], str, list[str]]:
+    """The config daemon's apply of `spec.interfaces` (daemon mode): ({pciAddress: numVfs} after it, syncStatus,
+    the errors it logs). `current`: the VFs each PF has now (from the last status). PFs are configured in the
+    status order; a count above `totalvfs` stops the apply there (`InProgress`, the rest unchanged); the PFs no
+    policy names are reset after the others are configured. A spec PF the node lacks is skipped."""
+    wanted = {str(i.get("pciAddress")): int(i.get("numVfs") or 0) for i in spec.get("interfaces") or ()}
+    result = {p["address"]: int(current.get(p["address"], 0)) for p in pfs}
+    for pf in pfs:
+        addr = pf["address"]
+        if addr not in wanted:
             continue
         limit = int(pf.get("totalvfs") or 0)
-        if num > limit:
+        if wanted[addr] > limit:
             name = (pf.get("netdevs") or [""])[0] or "-"
-            errors.append(
-                f"failed to set sriov_numvfs to {num} on PF {name} ({addr}): write "
-                f"/sys/bus/pci/devices/{addr}/sriov_numvfs: numerical result out of range "
-                f"(sriov_totalvfs is {limit})"
+            error = ABOVE_LIMIT_ERROR.format(num=wanted[addr], limit=limit)
+            return (
+                result,
+                IN_PROGRESS,
+                [f"configSriovPFDevice(): fail to set NumVfs for device {addr} ({name}): {error}"],
             )
+        result[addr] = wanted[addr]
+    for addr in result:
+        if addr not in wanted:
             result[addr] = 0
-    if errors:
-        return result, FAILED, "; ".join(errors)
-    return result, SUCCEEDED, ""
+    return result, SUCCEEDED, []
+
+
+def needs_drain(spec: Mapping[str, Any], current: Mapping[str, int]) -> bool:
+    """Upstream's generic plugin needToUpdateVFs (the VF part): a PF that has VFs now gets a different count, or no
+    policy names it any more (externally managed PFs aside: the operator never changes them)."""
+    wanted = {str(i.get("pciAddress")): i for i in spec.get("interfaces") or ()}
+    for addr, have in current.items():
+        if not have:
+            continue
+        iface = wanted.get(addr)
+        if iface is None or (not iface.get("externallyManaged") and int(iface.get("numVfs") or 0) != have):
+            return True
+    return False
 
 
 def status_interfaces(pfs: Sequence[Mapping[str, Any]], num_vfs: Mapping[str, int]) -> list[dict[str, Any]]:
@@ -245,20 +268,46 @@ class SriovNetworkNodeStateHandler(Handler):
         pfs = self._pfs(node)
         status = state.get("status") or {}
         current = {str(i.get("pciAddress")): int(i.get("numVfs") or 0) for i in status.get("interfaces") or ()}
+        current = {p["address"]: current.get(p["address"], 0) for p in pfs}
         spec = state.get("spec") or {}
-        blocked = FAULT_DRAIN_BLOCKED in ctx.faults_for(node)
-        num_vfs, sync_status, error = sync(spec, pfs, current, key.name, blocked)
+        num_vfs, sync_status, errors = sync(spec, pfs, current)
+        drain = FAULT_DRAIN_BLOCKED in ctx.faults_for(node)
+        ann = annotations_of(state)
+        if drain and (CURRENT_STATE not in ann or DESIRED_STATE not in ann):
+            return 2.0  # the daemon waits for the drain controller's annotations
+        waiting = drain and (
+            ann[CURRENT_STATE] == DRAINING
+            or (ann[CURRENT_STATE] != DRAIN_COMPLETE and num_vfs != current and needs_drain(spec, current))
+        )
+        if waiting:
+            num_vfs, sync_status = dict(current), IN_PROGRESS
+            if ann[DESIRED_STATE] != DRAIN_REQUIRED:
+                node = self._annotate_drain(ctx, node, state, DRAIN_REQUIRED)
+        for line in errors:
+            ctx.log("%s", line)
         want = {
             "interfaces": status_interfaces(pfs, num_vfs),
             "syncStatus": sync_status,
-            "lastSyncError": error,
+            # InProgress keeps the last error (daemon.go: "we don't clear the failed status")
+            "lastSyncError": "" if sync_status == SUCCEEDED else str(status.get("lastSyncError") or ""),
         }
         if status.get("interfaces") != want["interfaces"] or any(
             (status.get(k) or "") != want[k] for k in ("syncStatus", "lastSyncError")
         ):
-            ctx.patch_status(state, want)
-        self._set_node(ctx, node, resources(spec, num_vfs, self.resource_prefix), state["metadata"].get("uid") or "")
-        return None if sync_status == SUCCEEDED else 10.0
+            state = ctx.patch_status(state, want)
+        if drain and not waiting and sync_status == SUCCEEDED and ann[DESIRED_STATE] != DRAIN_IDLE:
+            node = self._annotate_drain(ctx, node, state, DRAIN_IDLE)
+        if not waiting:  # the device plugin restarts with the new configuration only after the apply
+            uid = state["metadata"].get("uid") or ""
+            self._set_node(ctx, node, resources(spec, num_vfs, self.resource_prefix), uid)
+        return None if sync_status == SUCCEEDED else 5.0
+
+    @staticmethod
+    def _annotate_drain(ctx: Context, node: Obj, state: Obj, value: str) -> Obj:
+        """daemon.go annotate(): the node's drain annotation, then the state's desired-state."""
+        node = ctx.patch_metadata(node, annotations={NODE_DRAIN_ANNOTATION: value})
+        ctx.patch_metadata(state, annotations={DESIRED_STATE: value})
+        return node
 
 
 __all__ = ["SRIOV_FAULTS", "SriovNetworkNodeStateHandler"]

@@ -19,6 +19,7 @@ from gpuops_lab.simulator.handlers.sriov import (
     RESOURCES_ANNOTATION,
     STATE_LABEL,
     SriovNetworkNodeStateHandler,
+    needs_drain,
     profile_pfs,
     resources,
     sync,
@@ -67,31 +68,45 @@ PFS = [
 
 
 @pytest.mark.parametrize(
-    ("interfaces", "current", "blocked", "want"),
+    ("interfaces", "current", "want"),
     [
-        ([], {}, False, ({PF0: 0, PF1: 0}, "Succeeded", "")),
-        ([iface(PF0, 8)], {}, False, ({PF0: 8, PF1: 0}, "Succeeded", "")),
-        ([iface(PF0, 16)], {}, False, ({PF0: 16, PF1: 0}, "Succeeded", "")),
-        ([iface(PF1, 4)], {PF0: 8}, False, ({PF0: 0, PF1: 4}, "Succeeded", "")),  # a PF no longer in the spec: 0
-        ([iface(PF0, 8)], {PF0: 8}, True, ({PF0: 8, PF1: 0}, "Succeeded", "")),  # nothing to change: no drain
-        ([iface(PF0, 8)], {}, True, ({PF0: 0, PF1: 0}, "InProgress", "drain")),
+        ([], {}, ({PF0: 0, PF1: 0}, "Succeeded")),
+        ([iface(PF0, 8)], {}, ({PF0: 8, PF1: 0}, "Succeeded")),
+        ([iface(PF0, 16)], {}, ({PF0: 16, PF1: 0}, "Succeeded")),
+        ([iface(PF1, 4)], {PF0: 8}, ({PF0: 0, PF1: 4}, "Succeeded")),  # a PF no longer in the spec: 0
+        ([iface("0000:99:00.0", 2)], {}, ({PF0: 0, PF1: 0}, "Succeeded")),  # a PF the node lacks: skipped
     ],
 )
-def test_sync(interfaces, current, blocked, want):
-    num_vfs, status, error = sync({"interfaces": interfaces}, PFS, current, "dgx-0", blocked)
-    assert (num_vfs, status) == want[:2]
-    assert (want[2] in error) if want[2] else error == ""
-    if blocked and status == "InProgress":
-        assert "PodDisruptionBudget" in error and "dgx-0" in error
+def test_sync(interfaces, current, want):
+    num_vfs, status, errors = sync({"interfaces": interfaces}, PFS, current)
+    assert (num_vfs, status, errors) == (*want, [])
 
 
-def test_above_totalvfs_is_refused_like_the_kernel_and_names_the_pf_and_the_limit():
-    num_vfs, status, error = sync({"interfaces": [iface(PF0, 32), iface(PF1, 4)]}, PFS, {PF0: 8}, "dgx-0")
-    assert status == "Failed" and num_vfs == {PF0: 0, PF1: 4}
-    assert "ibp20s0" in error and PF0 in error and "32" in error and "sriov_totalvfs is 16" in error
-    assert "numerical result out of range" in error
-    _n, status, error = sync({"interfaces": [iface("0000:99:00.0", 2)]}, PFS, {}, "dgx-0")
-    assert status == "Failed" and "0000:99:00.0 not found" in error
+def test_above_totalvfs_stops_the_apply_in_progress_as_upstream_daemon_mode():
+    # PF0 is first in the status order: refused before any write, PF1 and the resets are not done
+    num_vfs, status, errors = sync({"interfaces": [iface(PF0, 32), iface(PF1, 4)]}, PFS, {PF0: 8})
+    assert status == "InProgress" and num_vfs == {PF0: 8, PF1: 0}
+    assert errors == [
+        f"configSriovPFDevice(): fail to set NumVfs for device {PF0} (ibp20s0): cannot config SRIOV device: "
+        "NumVfs (32) is larger than TotalVfs (16)"
+    ]
+    # a PF before the refused one is configured
+    num_vfs, status, _e = sync({"interfaces": [iface(PF0, 4), iface(PF1, 17)]}, PFS, {})
+    assert status == "InProgress" and num_vfs == {PF0: 4, PF1: 0}
+
+
+@pytest.mark.parametrize(
+    ("interfaces", "current", "want"),
+    [
+        ([iface(PF0, 8)], {}, False),  # no VFs yet: no drain
+        ([iface(PF0, 8)], {PF0: 8}, False),  # nothing changes
+        ([iface(PF0, 4)], {PF0: 8}, True),  # VFs in use change
+        ([], {PF0: 8}, True),  # the policy went
+        ([iface(PF0, 4, external=True)], {PF0: 8}, False),  # externally managed: never changed by the operator
+    ],
+)
+def test_needs_drain_follows_need_to_update_vfs(interfaces, current, want):
+    assert needs_drain({"interfaces": interfaces}, current) is want
 
 
 def test_resources_count_the_vfs_of_each_group():
@@ -185,32 +200,50 @@ def test_state_reports_the_pfs_then_configures_the_policies_vfs(lab):
     }
     assert lab.allocatable("dgx-0") == {"openshift.io/rail0_ib": "16"}
 
-    # above the firmware limit: refused, the PF keeps no VFs, the resource shrinks
+    # above the firmware limit: refused before the write, the state stays InProgress with the error it had, the VFs
+    # and the resource stay
     lab.state("dgx-0", iface(PF0, 32, ("rail0_ib", "0-31")), iface(PF1, 8, ("rail0_ib", "0-7")))
     lab.settle()
     status = lab.status("dgx-0")
-    assert status["syncStatus"] == "Failed"
-    assert "ibp20s0" in status["lastSyncError"] and "sriov_totalvfs is 16" in status["lastSyncError"]
-    assert lab.allocatable("dgx-0") == {"openshift.io/rail0_ib": "8"}
+    assert status["syncStatus"] == "InProgress" and status["lastSyncError"] == ""
+    assert lab.allocatable("dgx-0") == {"openshift.io/rail0_ib": "16"}
 
 
-def test_drain_blocked_keeps_the_state_in_progress(lab):
+def drain_controller(lab: Lab, node: str, current: str) -> None:
+    """What the real drain controller writes: the state's current-state."""
+    ann = {"sriovnetwork.openshift.io/current-state": current}
+    if current == "Idle":
+        ann["sriovnetwork.openshift.io/desired-state"] = "Idle"
+    lab.client.patch(API, "SriovNetworkNodeState", node, NS, {"metadata": {"annotations": ann}}, "merge")
+
+
+def test_drain_handshake_under_the_fault(lab):
     lab.node("dgx-1", "dgx-h100", faults=FAULT_DRAIN_BLOCKED)
-    lab.state("dgx-1")
-    lab.settle()
-    assert lab.status("dgx-1")["syncStatus"] == "Succeeded"  # discovery needs no drain
     lab.state("dgx-1", iface(PF0, 8, ("rail0_ib", "0-7")))
     lab.settle()
-    status = lab.status("dgx-1")
-    assert status["syncStatus"] == "InProgress"
-    assert "PodDisruptionBudget" in status["lastSyncError"]
-    assert all(i["numVfs"] == 0 for i in status["interfaces"])
-    assert lab.allocatable("dgx-1") == {}
-    # the fault cleared: the daemon finishes
-    lab.client.patch("v1", "Node", "dgx-1", None, {"metadata": {"annotations": {FAULTS_ANNOTATION: None}}}, "merge")
+    assert lab.status("dgx-1") == {}  # waits for the drain controller's annotations
+    drain_controller(lab, "dgx-1", "Idle")
     lab.settle()
-    assert lab.status("dgx-1")["syncStatus"] == "Succeeded"
+    assert lab.status("dgx-1")["syncStatus"] == "Succeeded"  # 0 -> 8 VFs needs no drain
     assert lab.allocatable("dgx-1") == {"openshift.io/rail0_ib": "8"}
+
+    lab.state("dgx-1", iface(PF0, 4, ("rail0_ib", "0-3")))  # VFs in use change: drain first
+    lab.settle()
+    state = lab.client.obj(API, "SriovNetworkNodeState", "dgx-1", NS)
+    assert state["status"]["syncStatus"] == "InProgress"
+    assert state["metadata"]["annotations"]["sriovnetwork.openshift.io/desired-state"] == "Drain_Required"
+    assert lab.meta("dgx-1")["annotations"]["sriovnetwork.openshift.io/state"] == "Drain_Required"
+    assert lab.allocatable("dgx-1") == {"openshift.io/rail0_ib": "8"}
+    drain_controller(lab, "dgx-1", "Draining")  # a PodDisruptionBudget keeps it here
+    lab.settle()
+    assert lab.status("dgx-1")["syncStatus"] == "InProgress"
+    drain_controller(lab, "dgx-1", "DrainComplete")
+    lab.settle()
+    state = lab.client.obj(API, "SriovNetworkNodeState", "dgx-1", NS)
+    assert state["status"]["syncStatus"] == "Succeeded"
+    assert state["metadata"]["annotations"]["sriovnetwork.openshift.io/desired-state"] == "Idle"
+    assert lab.meta("dgx-1")["annotations"]["sriovnetwork.openshift.io/state"] == "Idle"
+    assert lab.allocatable("dgx-1") == {"openshift.io/rail0_ib": "4"}
 
 
 def test_deleting_the_state_removes_what_it_advertised(lab):

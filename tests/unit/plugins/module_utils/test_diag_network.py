@@ -261,6 +261,13 @@ CASES = [
         [("sriov-vfs-above-limit", "error", "SriovNetworkNodeState", "n1", "n1", "ens1f0np0 16")],
     ),
     (
+        # v1.6.0 daemon mode: the refused count leaves the state InProgress with the error it had (none)
+        "sriov/vfs-above-firmware-limit-in-progress",
+        netcluster(states=[node_state("n1", "InProgress", "", 32, 16)]),
+        {},
+        [("sriov-vfs-above-limit", "error", "SriovNetworkNodeState", "n1", "n1", "ens1f0np0 16")],
+    ),
+    (
         "sriov/vfs-above-limit-from-message",
         netcluster(states=[node_state("n1", "Failed", "numVfs 32 exceeds totalvfs 16 of 0000:1a:00.0", 8, None)]),
         {},

@@ -566,6 +566,15 @@ def state(sync: Any = "Succeeded", error: Any = None, desired: Any = "Idle", cur
             state(sync="InProgress"),
             "status.syncStatus is InProgress, want Succeeded (drain desired-state Idle, current-state Idle)",
         ),
+        (
+            state(
+                sync="InProgress",
+                spec_ifaces=[dict(SPEC_IFACE, numVfs=32)],
+                status_ifaces=[dict(STATUS_IFACE, numVfs=0)],
+            ),
+            "status.syncStatus is InProgress: spec asks 32 VFs on 0000:18:00.0 (ibp24s0), above its totalvfs 16; the "
+            "config daemon refuses it (NumVfs is larger than TotalVfs) and never syncs",
+        ),
         (state(desired="Drain_Required", current="Idle"), "status.syncStatus is Succeeded but a drain is under way"),
         (
             state(status_ifaces=[dict(STATUS_IFACE, numVfs=0)]),
