@@ -34,11 +34,10 @@ def site(tmp_path):
     """A DGX (8 ConnectX-7 InfiniBand, MLNX_OFED 24.10 on the host) and an L40S (2 ConnectX-6 Dx RoCE, inbox RDMA
     stack), a controller and a playbook that runs the role's preflight, then marks the first change."""
     _made, hv = dgx_and_l40s(tmp_path / "hosts")
-    # MLNX_OFED ships /usr/bin/ofed_info, which gpu_host_facts reads; the simulated DGX has the MLNX_OFED packages
-    # and modules of its profile (host.ofed) but no ofed_info yet, so the test installs what the package would
-    ofed_info = Path(hv["dgx"]["gpuops_hostsim_tree"]) / "usr/bin/ofed_info"
-    ofed_info.write_text('#!/bin/sh\necho "MLNX_OFED_LINUX-24.10-1.1.4.0:"\n')
-    ofed_info.chmod(0o755)
+    # MLNX_OFED ships /usr/bin/ofed_info, which gpu_host_facts reads: the simulated DGX has it from its profile's
+    # host.ofed (hack/gpuops_lab/hostsim/packages.py ofed_info_tool), the L40S (inbox stack) has none
+    assert (Path(hv["dgx"]["gpuops_hostsim_tree"]) / "usr/bin/ofed_info").is_file()
+    assert not (Path(hv["l40s"]["gpuops_hostsim_tree"]) / "usr/bin/ofed_info").exists()
     controller = {
         "localhost": {"ansible_connection": "local", "ansible_python_interpreter": str(REPO / ".venv/bin/python")}
     }
