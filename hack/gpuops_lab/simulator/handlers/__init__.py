@@ -8,6 +8,8 @@ goes in its own module here and is appended to the list.
   `network.NETWORK_HANDLERS` its MacvlanNetwork / HostDeviceNetwork / IPoIBNetwork controllers.
 - `sriov.SriovNetworkNodeStateHandler`: the SR-IOV Network Operator's config daemon and device plugin (the node
   side of SriovNetworkNodeState; the operator itself runs for real in the lab).
+- `dra.DraKubeletPluginHandler`: the kubelet plugin of kubernetes-sigs/dra-driver-nvidia-gpu (a ResourceSlice per
+  node running its pod); the real kube-scheduler allocates claims against them.
 - `nfd.NfdWorkerHandler`: nfd-worker (a NodeFeature per node, from its hardware profile); the lab's real
   nfd-master turns them into node labels.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from ..framework import Handler
 from .amd import DeviceConfigHandler
+from .dra import DraKubeletPluginHandler
 from .network import NETWORK_HANDLERS, NicClusterPolicyHandler
 from .nfd import NfdWorkerHandler
 from .nvidia import ClusterPolicyHandler
@@ -33,6 +36,7 @@ BUILTIN_HANDLERS: list[type[Handler]] = [
     NicClusterPolicyHandler,
     *NETWORK_HANDLERS,
     SriovNetworkNodeStateHandler,
+    DraKubeletPluginHandler,
 ]
 
 __all__ = ["BUILTIN_HANDLERS"]

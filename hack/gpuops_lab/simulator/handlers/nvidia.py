@@ -112,6 +112,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..framework import (
+    CONFIGMAP,
     DAEMONSET,
     DEPLOYMENT,
     MANAGED_STATUS_ANNOTATION,
@@ -128,6 +129,7 @@ from ..framework import (
     rfc3339,
     running_container_status,
 )
+from . import sharing
 
 CLUSTER_POLICY = Kind("nvidia.com/v1", "ClusterPolicy")
 
@@ -217,6 +219,8 @@ GFD_NODE_FEATURE_PREFIX = "nvidia-features-for-"
 GFD_TIMESTAMP_LABEL = "nvidia.com/gfd.timestamp"
 GFD_DAEMONSET = "gpu-feature-discovery"
 SIM_APPLIED_HASH_ANNOTATION = "sim.gpuops.io/applied-hash"
+# on a device-plugin pod: the config entry it loaded (JSON: instance, entry, sharing)
+DP_CONFIG_ANNOTATION = "sim.gpuops.io/device-plugin-config"
 NODE_FEATURE_NOT_SERVED_RETRY = 5.0
 
 VALIDATOR_IMAGE = ("nvcr.io/nvidia", "gpu-operator", "v26.7.0")
@@ -322,27 +326,58 @@ class GpuModel:
     mig_profiles: tuple[tuple[str, int], ...] = ()  # (profile, instances per GPU) for all-<profile>
 
 
+# MIG profiles (most instances per GPU) as NVML lists them: NVIDIA MIG User Guide "Supported MIG Profiles"
+# (H100 80GB / A100 80GB: 1g.10gb x7, 1g.10gb+me x1, ...; H200 141GB: 1g.18gb x7, ..., 7g.141gb).
+_MIG_80GB = (
+    ("1g.10gb", 7),
+    ("1g.10gb+me", 1),
+    ("1g.20gb", 4),
+    ("2g.20gb", 3),
+    ("3g.40gb", 2),
+    ("4g.40gb", 1),
+    ("7g.80gb", 1),
+)
+_MIG_H200 = (
+    ("1g.18gb", 7),
+    ("1g.18gb+me", 1),
+    ("1g.35gb", 4),
+    ("2g.35gb", 3),
+    ("3g.71gb", 2),
+    ("4g.71gb", 1),
+    ("7g.141gb", 1),
+)
+
 # PCI device id -> facts GFD reports (NVML), for the GPUs of the hardware profiles and their close kin.
 GPU_MODELS: dict[str, GpuModel] = {
+    "2335": GpuModel("hopper", (9, 0), _MIG_H200),  # H200 SXM 141GB
+    "233b": GpuModel("hopper", (9, 0), _MIG_H200),  # H200 NVL
     "2330": GpuModel(  # H100 SXM5 80GB
         "hopper",
         (9, 0),
-        (("1g.10gb", 7), ("1g.20gb", 4), ("2g.20gb", 3), ("3g.40gb", 2), ("4g.40gb", 1), ("7g.80gb", 1)),
+        _MIG_80GB,
     ),
     "2331": GpuModel(  # H100 PCIe 80GB
         "hopper",
         (9, 0),
-        (("1g.10gb", 7), ("1g.20gb", 4), ("2g.20gb", 3), ("3g.40gb", 2), ("4g.40gb", 1), ("7g.80gb", 1)),
+        _MIG_80GB,
     ),
     "20b2": GpuModel(  # A100 SXM4 80GB
         "ampere",
         (8, 0),
-        (("1g.10gb", 7), ("1g.20gb", 4), ("2g.20gb", 3), ("3g.40gb", 2), ("4g.40gb", 1), ("7g.80gb", 1)),
+        _MIG_80GB,
     ),
     "20b0": GpuModel(  # A100 SXM4 40GB
         "ampere",
         (8, 0),
-        (("1g.5gb", 7), ("1g.10gb", 4), ("2g.10gb", 3), ("3g.20gb", 2), ("4g.20gb", 1), ("7g.40gb", 1)),
+        (
+            ("1g.5gb", 7),
+            ("1g.5gb+me", 1),
+            ("1g.10gb", 4),
+            ("2g.10gb", 3),
+            ("3g.20gb", 2),
+            ("4g.20gb", 1),
+            ("7g.40gb", 1),
+        ),
     ),
     "26b9": GpuModel("ada-lovelace", (8, 9)),  # L40S
     "26b5": GpuModel("ada-lovelace", (8, 9)),  # L40
@@ -564,6 +599,12 @@ def pods_by_node_and_owner(pods: Iterable[Obj], owners: Mapping[str, str]) -> di
 # --------------------------------------------------------------------------------------------------
 
 
+def is_nvidia_resource(name: str) -> bool:
+    """An extended resource the device plugin advertises: nvidia.com/gpu, its renamed nvidia.com/gpu.shared,
+    nvidia.com/mig-<profile> (and their .shared)."""
+    return name == GPU_RESOURCE or name.startswith((GPU_RESOURCE + ".", "nvidia.com/mig-"))
+
+
 def has_gpu_pci_labels(labels: Mapping[str, str]) -> bool:
     return any(labels.get(k) == "true" for k in NFD_GPU_LABELS)
 
@@ -763,28 +804,46 @@ def node_health(
     return NodeHealth(driver_down, toolkit_down, plans, tuple(reasons))
 
 
+def mig_apply(gpu: GpuInfo | None, config: str | None) -> tuple[str | None, dict[str, int] | None]:
+    """(mig.config.state, MIG devices per GPU: profile -> count, None when MIG is off) for a node's MIG config
+    label, as mig-manager v0.15.0 applies the configs it generates (sharing.mig_devices): a name it has for
+    this GPU -> success; any other -> failed (`mig-parted assert --valid-config` fails before anything
+    changes), MIG left as it was (*sim*: off)."""
+    if not config or gpu is None or not gpu.mig_capable or gpu.model is None:
+        return None, None
+    devices = sharing.mig_devices(dict(gpu.model.mig_profiles), config)
+    if devices is None:
+        return "failed", None
+    return "success", devices if sharing.mig_enabled(config) else None
+
+
 def mig_state(gpu: GpuInfo | None, config: str | None) -> tuple[str | None, str | None, int]:
-    """(mig.config.state, applied MIG profile or None, instances per GPU) for a node's MIG config label,
-    as mig-manager applies it: all-disabled -> success, no MIG; all-<profile> known for the GPU ->
-    success; anything else -> failed."""
-    if not config or gpu is None or not gpu.mig_capable:
-        return None, None, 0
-    if config == MIG_DISABLED:
-        return "success", None, 0
-    if config.startswith("all-"):
-        n = gpu.mig_instances(config[4:])
-        if n:
-            return "success", config[4:], n
-    return "failed", None, 0
+    """(mig.config.state, applied MIG profile or None, instances per GPU) for configs of one profile."""
+    state, devices = mig_apply(gpu, config)
+    if devices and len(devices) == 1:
+        profile, count = next(iter(devices.items()))
+        return state, profile, count
+    return state, None, 0
+
+
+def mig_resources(gpu: GpuInfo, strategy: str, devices: Mapping[str, int] | None) -> dict[str, int]:
+    """Extended resources the device plugin advertises for MIG devices per GPU (migStrategy none|single|mixed;
+    internal/rm/rm.go names mixed resources mig-<profile> with '+' replaced by '.'). MIG on without devices
+    (all-enabled), or single with several profiles (upstream refuses mixed profiles under single): no GPU."""
+    if devices is None or strategy == "none":
+        return {GPU_RESOURCE: gpu.count}
+    if strategy == "mixed":
+        out = {GPU_RESOURCE: 0}
+        out.update({f"nvidia.com/mig-{p.replace('+', '.')}": gpu.count * n for p, n in devices.items()})
+        return out
+    if len(devices) == 1:
+        return {GPU_RESOURCE: gpu.count * next(iter(devices.values()))}
+    return {GPU_RESOURCE: 0}
 
 
 def node_resources(gpu: GpuInfo, strategy: str, mig_profile: str | None, per_gpu: int) -> dict[str, int]:
-    """Extended resources the device plugin advertises (migStrategy none|single|mixed)."""
-    if not mig_profile or strategy == "none":
-        return {GPU_RESOURCE: gpu.count}
-    if strategy == "mixed":
-        return {GPU_RESOURCE: 0, f"nvidia.com/mig-{mig_profile}": gpu.count * per_gpu}
-    return {GPU_RESOURCE: gpu.count * per_gpu}
+    """Extended resources the device plugin advertises (migStrategy none|single|mixed), one MIG profile."""
+    return mig_resources(gpu, strategy, {mig_profile: per_gpu} if mig_profile else None)
 
 
 def gfd_labels(
@@ -889,6 +948,8 @@ def apply_pod_plan(ctx: Context, pod: Obj, plan: PodPlan) -> Obj:
     """Make the pod show `plan` (or release a simulated failure when the plan is ok)."""
     if plan.kind == "crashloop":
         return ctx.set_pod_crashloop(pod, [plan.container], message=plan.message)
+    if plan.kind == "initcrash":
+        return ctx.set_pod_stuck_init(pod, plan.container, reason="CrashLoopBackOff", message=plan.message)
     if plan.kind == "init":
         inits = {c["name"] for c in (pod.get("spec") or {}).get("initContainers") or ()}
         if plan.container not in inits:
@@ -1064,10 +1125,7 @@ class ClusterPolicyHandler(Handler):
                 remove[key] = None
         status = node.get("status") or {}
         resources = {
-            r: None
-            for f in ("capacity", "allocatable")
-            for r in (status.get(f) or {})
-            if r == GPU_RESOURCE or r.startswith("nvidia.com/mig-")
+            r: None for f in ("capacity", "allocatable") for r in (status.get(f) or {}) if is_nvidia_resource(r)
         }
         if resources:
             node = ctx.patch_node_status(node, capacity=resources, allocatable=resources)
@@ -1224,12 +1282,19 @@ class ClusterPolicyHandler(Handler):
             )
             ready: dict[str, bool] = {}
             ready_for_stack: dict[str, bool] = {}
+            dp_cfg, dp_plan, dp_keep = sharing.NO_SHARING, None, False
+            dp_pod = pods.get((name, OPERAND_BY_KEY["device-plugin"].daemonset))
+            if dp_pod is not None and not health.driver_down and not health.toolkit_down:
+                mig_on = mig_apply(gpu, labels.get(MIG_CONFIG))[1] is not None
+                dp_cfg, dp_plan, dp_keep = self._device_plugin_config(ctx, spec, namespace, labels, dp_pod, mig_on)
             for op in on_node:
                 pod = pods.get((name, op.daemonset))
                 plan = health.plans.get(op.key, OK)
+                if op.key == "device-plugin" and plan == OK and dp_plan is not None:
+                    plan = dp_plan
                 if pod is not None:
                     pod = apply_pod_plan(ctx, pod, plan)
-                    if plan.kind == "crashloop":
+                    if plan.kind in ("crashloop", "initcrash"):
                         requeue = min(requeue or 10.0, 10.0)
                 ready[op.key] = pod is not None and plan.kind == "ok" and is_pod_ready(pod)
                 if not ready[op.key]:
@@ -1247,8 +1312,9 @@ class ClusterPolicyHandler(Handler):
             }
 
             # MIG (mig-manager applies nvidia.com/mig.config)
-            mig_label, mig_profile, per_gpu = (
-                mig_state(gpu, labels.get(MIG_CONFIG)) if serving["mig-manager"] else (None, None, 0)
+            mig_label, mig_devices = mig_apply(gpu, labels.get(MIG_CONFIG)) if serving["mig-manager"] else (None, None)
+            mig_profile, per_gpu = (
+                next(iter(mig_devices.items())) if mig_devices and len(mig_devices) == 1 else (None, 0)
             )
             label_changes: dict[str, str | None] = {}
             if mig_label is not None:
@@ -1256,7 +1322,7 @@ class ClusterPolicyHandler(Handler):
             # device plugin
             resources: dict[str, str | int | None] = {}
             if gpu is not None and serving["device-plugin"]:
-                resources.update(node_resources(gpu, strategy, mig_profile, per_gpu))
+                resources.update(sharing.replicate(mig_resources(gpu, strategy, mig_devices), dp_cfg))
             # GFD: its labels go into its NodeFeature; nfd-master puts them on the node
             gfd_pod = pods.get((name, GFD_DAEMONSET))
             if gpu is not None and serving["gpu-feature-discovery"] and gfd_ds is not None and gfd_pod is not None:
@@ -1264,13 +1330,16 @@ class ClusterPolicyHandler(Handler):
                 if "driver" not in keys:
                     version = gpu.host_driver
                 want_gfd = gfd_labels(gpu, strategy, mig_profile, per_gpu, version)
+                if dp_cfg.resources:
+                    want_gfd.update(sharing.gfd_sharing_labels(dp_cfg, want_gfd["nvidia.com/gpu.product"]))
                 if not self._publish_gfd(ctx, name, namespace, want_gfd, gfd_ds, gfd_pod):
                     requeue = min(requeue or NODE_FEATURE_NOT_SERVED_RETRY, NODE_FEATURE_NOT_SERVED_RETRY)
             else:
                 self._delete_gfd_node_features(ctx, name, namespace)
             if label_changes:
                 node = ctx.patch_metadata(node, labels=label_changes)
-            self._set_resources(ctx, node, resources)
+            if not dp_keep:
+                self._set_resources(ctx, node, resources)
             self._set_conflict_condition(ctx, node, FAULT_HOST_DRIVER_CONFLICT in faults and "driver" in keys)
 
         # nfd-gc's part: GFD NodeFeatures of nodes that are gone
@@ -1295,12 +1364,50 @@ class ClusterPolicyHandler(Handler):
         self._write_status(ctx, cp, state, namespace, conditions)
         return requeue
 
+    def _device_plugin_config(
+        self, ctx: Context, spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str], pod: Obj, mig_on: bool
+    ) -> tuple[sharing.SharingConfig, PodPlan | None, bool]:
+        """(sharing config the node's device plugin runs with, a failure plan for its pod or None, keep the node's
+        resources as they are) -- see sharing.py for upstream's rules. What the pod loaded is recorded on it
+        (annotation DP_CONFIG_ANNOTATION: the entry and its parsed sharing): config-manager reloads only when the
+        selected entry name changes, so a new ConfigMap content reaches a node when its pod is recreated."""
+        dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
+        cm_name = dp_config.get("name")
+        if not cm_name:
+            return sharing.NO_SHARING, None, False
+        strategy = str((spec.get("mig") or {}).get("strategy") or "single")
+        entry = sharing.select_entry(labels, dp_config.get("default"))
+        mark = instance_mark(pod, DP_CONFIG_ANNOTATION, self.instance)
+        loaded = sharing.SharingConfig.from_json(mark.get("sharing")) if mark else None
+        if mark is not None and loaded is not None and mark.get("entry") == entry:
+            cfg = loaded
+        else:
+            cm = ctx.get(CONFIGMAP, str(cm_name), namespace)
+            data = (cm or {}).get("data") or {}
+            if entry and entry not in data:
+                message = f"specified config {entry} does not exist"
+                if loaded is None:
+                    return sharing.NO_SHARING, PodPlan("initcrash", "config-manager-init", message), True
+                return loaded, PodPlan("crashloop", "config-manager", message), True
+            try:
+                cfg = sharing.parse_config(data.get(entry) if entry else None)
+            except sharing.ConfigError as exc:
+                message = f"unable to load config: {exc}"
+                return loaded or sharing.NO_SHARING, PodPlan("crashloop", "nvidia-device-plugin", message), True
+            mark_value = {"instance": self.instance, "entry": entry, "sharing": cfg.to_json()}
+            ctx.patch_metadata(pod, annotations={DP_CONFIG_ANNOTATION: json.dumps(mark_value, sort_keys=True)})
+        try:
+            sharing.check_strategy(cfg, strategy, mig_on)
+        except sharing.ConfigError as exc:
+            return cfg, PodPlan("crashloop", "nvidia-device-plugin", str(exc)), True
+        return cfg, None, False
+
     def _set_resources(self, ctx: Context, node: Obj, resources: Mapping[str, str | int | None]) -> Obj:
         status = node.get("status") or {}
         changes: dict[str, str | int | None] = dict(resources)
         for field in ("capacity", "allocatable"):
             for r in status.get(field) or {}:
-                if (r == GPU_RESOURCE or r.startswith("nvidia.com/mig-")) and r not in resources:
+                if is_nvidia_resource(r) and r not in resources:
                     changes[r] = None
         if not changes:
             return node

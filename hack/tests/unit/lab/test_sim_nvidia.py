@@ -412,6 +412,7 @@ def test_handlers_are_builtin():
         "HostDeviceNetwork",
         "IPoIBNetwork",
         "SriovNetworkNodeState",
+        "DraKubeletPlugin",
     }
 
 
