@@ -219,6 +219,13 @@ GFD_NODE_FEATURE_PREFIX = "nvidia-features-for-"
 GFD_TIMESTAMP_LABEL = "nvidia.com/gfd.timestamp"
 GFD_DAEMONSET = "gpu-feature-discovery"
 SIM_APPLIED_HASH_ANNOTATION = "sim.gpuops.io/applied-hash"
+# on a node: what mig-manager applied (JSON: instance, applied, paused deploy labels, failed config)
+MIG_MANAGER_ANNOTATION = "sim.gpuops.io/mig-manager"
+MIG_PAUSED = "paused-for-mig-change"
+MIG_PAUSED_KEYS = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm")
+MIG_CLIENTS = frozenset(
+    {"nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-dcgm-exporter", "nvidia-dcgm"}
+)
 # on a device-plugin pod: the config entry it loaded (JSON: instance, entry, sharing)
 DP_CONFIG_ANNOTATION = "sim.gpuops.io/device-plugin-config"
 NODE_FEATURE_NOT_SERVED_RETRY = 5.0
@@ -603,6 +610,16 @@ def is_nvidia_resource(name: str) -> bool:
     """An extended resource the device plugin advertises: nvidia.com/gpu, its renamed nvidia.com/gpu.shared,
     nvidia.com/mig-<profile> (and their .shared)."""
     return name == GPU_RESOURCE or name.startswith((GPU_RESOURCE + ".", "nvidia.com/mig-"))
+
+
+def uses_nvidia_gpu(pod: Mapping[str, Any]) -> bool:
+    """A pod whose containers request an NVIDIA GPU extended resource (or a DRA claim is not considered)."""
+    spec = pod.get("spec") or {}
+    for c in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ())):
+        res = c.get("resources") or {}
+        if any(is_nvidia_resource(r) for f in ("limits", "requests") for r in (res.get(f) or {})):
+            return True
+    return False
 
 
 def has_gpu_pci_labels(labels: Mapping[str, str]) -> bool:
@@ -1133,7 +1150,7 @@ class ClusterPolicyHandler(Handler):
             node = ctx.patch_node_status(
                 node, conditions=[{"type": HOST_DRIVER_CONFLICT_CONDITION, "status": "False", "reason": "Cleared"}]
             )
-        ctx.patch_metadata(node, labels=remove, annotations={NODE_OWNER_ANNOTATION: None})
+        ctx.patch_metadata(node, labels=remove, annotations={NODE_OWNER_ANNOTATION: None, MIG_MANAGER_ANNOTATION: None})
 
     def _cleanup_all(self, ctx: Context) -> None:
         for node in ctx.list(NODE):
@@ -1312,13 +1329,15 @@ class ClusterPolicyHandler(Handler):
             }
 
             # MIG (mig-manager applies nvidia.com/mig.config)
-            mig_label, mig_devices = mig_apply(gpu, labels.get(MIG_CONFIG)) if serving["mig-manager"] else (None, None)
+            mig_devices: dict[str, int] | None = None
+            if serving["mig-manager"]:
+                node, mig_devices, mig_requeue = self._mig_manager(ctx, node, gpu, namespace)
+                if mig_requeue is not None:
+                    requeue = min(requeue or mig_requeue, mig_requeue)
             mig_profile, per_gpu = (
                 next(iter(mig_devices.items())) if mig_devices and len(mig_devices) == 1 else (None, 0)
             )
             label_changes: dict[str, str | None] = {}
-            if mig_label is not None:
-                label_changes[MIG_CONFIG_STATE] = mig_label
             # device plugin
             resources: dict[str, str | int | None] = {}
             if gpu is not None and serving["device-plugin"]:
@@ -1363,6 +1382,70 @@ class ClusterPolicyHandler(Handler):
             requeue = min(requeue or 30.0, 30.0)
         self._write_status(ctx, cp, state, namespace, conditions)
         return requeue
+
+    def _mig_manager(
+        self, ctx: Context, node: Obj, gpu: GpuInfo | None, namespace: str
+    ) -> tuple[Obj, dict[str, int] | None, float | None]:
+        """mig-manager v0.15.0 (pkg/mig/reconfigure/reconfigure.go Run) on a node where its pod serves: returns
+        (node, MIG devices per GPU in effect, requeue). A name it does not generate for the GPU -> state `failed`
+        at once (validateMigConfig), MIG left as applied; the config already applied -> `success`; a change ->
+        `pending`, the GPU clients' deploy labels (device-plugin, gpu-feature-discovery, dcgm-exporter, dcgm, nvsm)
+        set to `paused-for-mig-change` (a `false` one stays), then, once their operand pods are gone, the apply:
+        it fails (state `failed`, the devices in use) while a workload pod holding NVIDIA GPU resources runs on
+        the node -- nvidia-smi cannot reconfigure a GPU in use, mig-manager itself checks no workload -- else the
+        config is applied (`success`); either way the deploy labels are restored (setState: `true` unless they were
+        `false`). A failed change is retried only when the label changes (mig-manager waits for the next label
+        change). What is applied is recorded in the node annotation MIG_MANAGER_ANNOTATION (*sim*)."""
+        labels = labels_of(node)
+        want = labels.get(MIG_CONFIG)
+        state, devices = mig_apply(gpu, want)
+        mark = instance_mark(node, MIG_MANAGER_ANNOTATION, self.instance) or {}
+        applied = mark.get("applied") or MIG_DISABLED
+        in_effect = mig_apply(gpu, applied)[1]
+        if state is None:
+            return node, None, None
+        if state == "failed":
+            return ctx.patch_metadata(node, labels={MIG_CONFIG_STATE: "failed"}), in_effect, None
+        if want == applied:
+            return ctx.patch_metadata(node, labels={MIG_CONFIG_STATE: "success"}), devices, None
+        if mark.get("failed") == want:  # the last attempt at this config failed: wait for a label change
+            return node, in_effect, None
+        name = node["metadata"]["name"]
+        if labels.get(MIG_CONFIG_STATE) != "pending" or "paused" not in mark:
+            paused = {DEPLOY_PREFIX + k: labels.get(DEPLOY_PREFIX + k, "") for k in MIG_PAUSED_KEYS}
+            changes: dict[str, str | None] = {MIG_CONFIG_STATE: "pending"}
+            changes.update({k: "false" if v == "false" else MIG_PAUSED for k, v in paused.items()})
+            new_mark = {**mark, "instance": self.instance, "applied": applied, "paused": paused}
+            new_mark.pop("failed", None)
+            node = ctx.patch_metadata(
+                node, labels=changes, annotations={MIG_MANAGER_ANNOTATION: json.dumps(new_mark, sort_keys=True)}
+            )
+            return node, in_effect, 1.0
+        pods = [p for p in ctx.list(POD) if (p.get("spec") or {}).get("nodeName") == name]
+        operands = [
+            p for p in pods if (p["metadata"].get("namespace") == namespace and labels_of(p).get("app") in MIG_CLIENTS)
+        ]
+        if operands:
+            return node, in_effect, 1.0
+        busy = [
+            f"{p['metadata'].get('namespace')}/{p['metadata']['name']}"
+            for p in pods
+            if (p.get("status") or {}).get("phase") == "Running" and uses_nvidia_gpu(p)
+        ]
+        restore = {k: "false" if v == "false" else "true" for k, v in (mark.get("paused") or {}).items()}
+        new_mark = {"instance": self.instance, "applied": applied}
+        if busy:
+            new_mark["failed"] = want or ""
+            ctx.log("node %s: MIG config %s not applied: GPUs in use by %s", name, want, ", ".join(busy))
+            state, devices = "failed", in_effect
+        else:
+            new_mark["applied"] = want or MIG_DISABLED
+        node = ctx.patch_metadata(
+            node,
+            labels={**restore, MIG_CONFIG_STATE: state},
+            annotations={MIG_MANAGER_ANNOTATION: json.dumps(new_mark, sort_keys=True)},
+        )
+        return node, devices, None
 
     def _device_plugin_config(
         self, ctx: Context, spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str], pod: Obj, mig_on: bool

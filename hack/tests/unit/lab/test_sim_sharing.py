@@ -209,3 +209,61 @@ def test_plugin_refusals_crash_the_plugin():
         assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
         assert message in json.dumps(status)
         assert resources(lab, node) == {}
+
+
+# --------------------------------------------------------------------------------------------------
+# mig-manager's nvidia.com/mig.config.state sequence
+# --------------------------------------------------------------------------------------------------
+
+
+def mig_label(lab: Lab, node: str, config: str) -> None:
+    lab.client.patch("v1", "Node", node, None, {"metadata": {"labels": {"nvidia.com/mig.config": config}}})
+
+
+def test_mig_change_goes_through_pending_and_fails_while_gpus_are_in_use():
+    from gpuops_lab.simulator.fakeclient import make_pod
+
+    lab = Lab()
+    lab.node("h0", "dgx-h100")
+    lab.policy("cluster-policy", {"mig": {"strategy": "mixed"}})
+    lab.settle()
+    assert resources(lab, "h0") == {"nvidia.com/gpu": "8"}
+    mig_label(lab, "h0", "all-1g.10gb")
+    lab.sim.sync()
+    lab.sim.process_pending()
+    got = lab.labels("h0")
+    assert got["nvidia.com/mig.config.state"] == "pending"
+    for key in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm"):
+        assert got[f"nvidia.com/gpu.deploy.{key}"] == "paused-for-mig-change"
+    lab.settle(8)
+    got = lab.labels("h0")
+    assert got["nvidia.com/mig.config.state"] == "success"
+    assert got["nvidia.com/gpu.deploy.device-plugin"] == got["nvidia.com/gpu.deploy.nvsm"] == "true"
+    assert resources(lab, "h0") == {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "56"}
+    # a workload holding a MIG device: the next change fails (nvidia-smi cannot reconfigure GPUs in use)
+    work = make_pod("work", "default", "h0")
+    work["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.10gb": "1"}}
+    lab.client.add(work)
+    mig_label(lab, "h0", "all-3g.40gb")
+    lab.settle(8)
+    assert lab.labels("h0")["nvidia.com/mig.config.state"] == "failed"
+    assert lab.labels("h0")["nvidia.com/gpu.deploy.device-plugin"] == "true"
+    assert resources(lab, "h0") == {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "56"}
+    # mig-manager retries on the next label change only
+    lab.client.delete("v1", "Pod", "work", "default")
+    lab.settle(8)
+    assert lab.labels("h0")["nvidia.com/mig.config.state"] == "failed"
+    mig_label(lab, "h0", "all-1g.10gb")
+    lab.settle(8)
+    assert lab.labels("h0")["nvidia.com/mig.config.state"] == "success"
+
+
+def test_mig_name_invalid_on_the_gpu_fails_at_once():
+    lab = Lab()
+    lab.node("h0", "dgx-h100", labels={"nvidia.com/mig.config": "all-1g.18gb"})  # an H200 name
+    lab.policy("cluster-policy", {"mig": {"strategy": "single"}})
+    lab.settle()
+    got = lab.labels("h0")
+    assert got["nvidia.com/mig.config.state"] == "failed"
+    assert got["nvidia.com/gpu.deploy.device-plugin"] == "true"  # nothing paused
+    assert resources(lab, "h0") == {"nvidia.com/gpu": "8"}
