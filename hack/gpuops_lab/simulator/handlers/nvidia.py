@@ -40,6 +40,14 @@ What it writes (upstream behaviour unless marked *sim*):
   mig-manager pod ready, which then sets `nvidia.com/mig.config.state=success`, or `failed` for an
   unknown config): single -> `nvidia.com/gpu` = MIG devices, mixed -> `nvidia.com/mig-<profile>` (and
   `nvidia.com/gpu: 0`). Not ready -> those resources are removed.
+- Device-plugin config (`spec.devicePlugin.config {name, default}`, see sharing.py): per node the entry of its
+  label `nvidia.com/device-plugin.config` (else the default) replicates the resources (time-slicing/MPS), GFD gets
+  replicas/sharing-strategy labels; an entry that does not exist fails the pod's config-manager
+  (`specified config <label> does not exist`) and leaves the node's resources; the loaded config is kept on the pod
+  (annotation `sim.gpuops.io/device-plugin-config`) until the label changes or the pod is recreated.
+- MIG: mig-manager v0.15.0's generated configs (sharing.mig_devices) and its `nvidia.com/mig.config.state`
+  sequence (`_mig_manager`): failed at once for a name the GPU lacks; pending with the GPU clients' deploy labels
+  `paused-for-mig-change`, then success (labels restored), or failed while workload pods hold NVIDIA GPUs.
 - GFD (gpu-feature-discovery v0.20.0, which uses the NFD NodeFeature API by default: flag
   `--use-node-feature-api`, default true since v0.19.0; the operator sets `USE_NODE_FEATURE_API=false`
   only on OpenShift) does not label the node itself. Per GPU node where its pod serves, it writes a
@@ -1468,7 +1476,8 @@ class ClusterPolicyHandler(Handler):
             cm = ctx.get(CONFIGMAP, str(cm_name), namespace)
             data = (cm or {}).get("data") or {}
             if entry and entry not in data:
-                message = f"specified config {entry} does not exist"
+                # upstream formats the label's value, empty when the default was selected
+                message = f"specified config {labels.get(sharing.DP_CONFIG_LABEL) or ''} does not exist"
                 if loaded is None:
                     return sharing.NO_SHARING, PodPlan("initcrash", "config-manager-init", message), True
                 return loaded, PodPlan("crashloop", "config-manager", message), True

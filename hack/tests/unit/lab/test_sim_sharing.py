@@ -178,6 +178,16 @@ def test_unknown_entry_fails_the_plugin_and_leaves_resources():
     assert lab.pod(DP, "l0")["status"]["conditions"][1]["status"] == "True"
 
 
+def test_missing_default_entry():
+    lab = sharing_lab({"ts4": TS4})
+    lab.node("l0", "pcie-l40s")
+    lab.settle()
+    init = lab.pod(DP, "l0")["status"]["initContainerStatuses"][-1]
+    # cmd/config-manager formats the (empty) label value, not the default's name
+    assert init["state"]["waiting"]["message"] == "specified config  does not exist"
+    assert resources(lab, "l0") == {}
+
+
 def test_configmap_change_needs_a_plugin_restart():
     lab = sharing_lab()
     lab.node("l0", "pcie-l40s", labels={sharing.DP_CONFIG_LABEL: "ts4"})
