@@ -853,17 +853,16 @@ def mig_state(gpu: GpuInfo | None, config: str | None) -> tuple[str | None, str 
 
 def mig_resources(gpu: GpuInfo, strategy: str, devices: Mapping[str, int] | None) -> dict[str, int]:
     """Extended resources the device plugin advertises for MIG devices per GPU (migStrategy none|single|mixed;
-    internal/rm/rm.go names mixed resources mig-<profile> with '+' replaced by '.'). MIG on without devices
-    (all-enabled), or single with several profiles (upstream refuses mixed profiles under single): no GPU."""
+    internal/rm/rm.go names mixed resources mig-<profile> with '+' replaced by '.'; single maps every MIG device,
+    whatever its profile, to nvidia.com/gpu: AddMIGResource("*", "gpu")). MIG on without devices (all-enabled):
+    no GPU."""
     if devices is None or strategy == "none":
         return {GPU_RESOURCE: gpu.count}
     if strategy == "mixed":
         out = {GPU_RESOURCE: 0}
         out.update({f"nvidia.com/mig-{p.replace('+', '.')}": gpu.count * n for p, n in devices.items()})
         return out
-    if len(devices) == 1:
-        return {GPU_RESOURCE: gpu.count * next(iter(devices.values()))}
-    return {GPU_RESOURCE: 0}
+    return {GPU_RESOURCE: gpu.count * sum(devices.values())}
 
 
 def node_resources(gpu: GpuInfo, strategy: str, mig_profile: str | None, per_gpu: int) -> dict[str, int]:
@@ -1357,6 +1356,17 @@ class ClusterPolicyHandler(Handler):
                 if "driver" not in keys:
                     version = gpu.host_driver
                 want_gfd = gfd_labels(gpu, strategy, mig_profile, per_gpu, version)
+                if mig_devices and len(mig_devices) > 1 and strategy == "single":
+                    # internal/lm/mig-strategy.go newInvalidMigStrategyLabeler: "more than one MIG device type"
+                    want_gfd.update(
+                        {
+                            "nvidia.com/gpu.product": f"{gpu.product}-MIG-INVALID"[:63],
+                            "nvidia.com/gpu.count": "0",
+                            "nvidia.com/gpu.replicas": "0",
+                            "nvidia.com/gpu.sharing-strategy": "",
+                            "nvidia.com/gpu.memory": "0",
+                        }
+                    )
                 if dp_cfg.resources:
                     want_gfd.update(sharing.gfd_sharing_labels(dp_cfg, want_gfd["nvidia.com/gpu.product"]))
                 if not self._publish_gfd(ctx, name, namespace, want_gfd, gfd_ds, gfd_pod):
