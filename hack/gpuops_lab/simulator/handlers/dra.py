@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from ..framework import NODE, POD, Cache, Context, Handler, Key, Kind, Obj
+from ..framework import DAEMONSET, NODE, POD, Cache, Context, Handler, Key, Kind, Obj
 from .nvidia import DEFAULT_INSTANCE, PROFILE_LABEL, GpuInfo, gpu_info, in_scope, is_pod_ready, labels_of, load_profile
 
 RESOURCE_SLICE = Kind("resource.k8s.io/v1", "ResourceSlice")
@@ -33,6 +33,8 @@ DRIVER = "gpu.nvidia.com"
 PLUGIN_LABELS = {"app.kubernetes.io/name": "dra-driver-nvidia-gpu", "app.kubernetes.io/component": "kubelet-plugin"}
 SLICE_NODE_LABEL = "sim.gpuops.io/dra-node"
 GPU_CONTAINER = "gpus"
+# reconciled when no plugin DaemonSet is left (its slices are deleted)
+CLEANUP_KEY = Key("~dra", "~cleanup")
 
 
 def slice_name(node: str) -> str:
@@ -80,12 +82,23 @@ def resource_slice(node: Obj, gpu: GpuInfo) -> Obj:
     }
 
 
+def is_plugin_daemonset(ds: Obj) -> bool:
+    return labels_of(ds).get("app.kubernetes.io/name") == PLUGIN_LABELS["app.kubernetes.io/name"] and str(
+        (ds.get("metadata") or {}).get("name", "")
+    ).endswith("-kubelet-plugin")
+
+
 class DraKubeletPluginHandler(Handler):
-    """The dra-driver-nvidia-gpu kubelet plugin (see the module docstring); reconciles Nodes."""
+    """The dra-driver-nvidia-gpu kubelet plugin (see the module docstring). Primary: the kubelet-plugin DaemonSets
+    (other DaemonSets are skipped at once); each reconcile publishes the slices of every node where a plugin pod is
+    ready and deletes the others, so a resync costs one pass over the plugin pods and the slices, not one per
+    node."""
 
     name = "DraKubeletPlugin"
-    primary = NODE
-    watches = (POD,)
+    primary = DAEMONSET
+    # ResourceSlices are watched so that reads come from the cache and a deleted slice is republished; Nodes for
+    # their hardware profile and instance label (a node's change alone reconciles nothing: the resync does)
+    watches = (POD, RESOURCE_SLICE, NODE)
 
     def __init__(self, instance: str | None = None) -> None:
         self.instance = instance or DEFAULT_INSTANCE
@@ -94,10 +107,9 @@ class DraKubeletPluginHandler(Handler):
         self._profiles: dict[str, dict[str, Any] | None] = {}
 
     def map_to_primary(self, obj: Obj, cache: Cache) -> Iterable[Key]:
-        if obj.get("kind") == "Pod" and is_plugin_pod(obj):
-            node = (obj.get("spec") or {}).get("nodeName")
-            if node:
-                return [Key(None, node)]
+        kind = obj.get("kind")
+        if (kind == "Pod" and is_plugin_pod(obj)) or (kind == "ResourceSlice" and labels_of(obj).get(SLICE_NODE_LABEL)):
+            return [Key.of(ds) for ds in cache.list(DAEMONSET) if is_plugin_daemonset(ds)] or [CLEANUP_KEY]
         return []
 
     def _gpu(self, node: Obj) -> GpuInfo | None:
@@ -109,24 +121,30 @@ class DraKubeletPluginHandler(Handler):
         return gpu_info(self._profiles[profile])
 
     def reconcile(self, ctx: Context, key: Key) -> float | None:
-        node = ctx.primary
-        if node is None or not in_scope(node, self.instance):
-            if node is None:
-                existing = ctx.get(RESOURCE_SLICE, slice_name(key.name))
-                if existing is not None and labels_of(existing).get(SLICE_NODE_LABEL) == key.name:
-                    ctx.delete_object(existing)
+        ds = ctx.primary
+        if ds is not None and not is_plugin_daemonset(ds):
             return None
-        serving = any(
-            is_plugin_pod(p) and (p.get("spec") or {}).get("nodeName") == key.name and is_pod_ready(p)
+        serving = {
+            str((p.get("spec") or {}).get("nodeName"))
             for p in ctx.list(POD, labels=PLUGIN_LABELS)
-        )
-        gpu = self._gpu(node) if serving else None
-        if gpu is not None and gpu.count > 0:
-            ctx.apply_object(resource_slice(node, gpu), owner=node)
-            return None
-        existing = ctx.get(RESOURCE_SLICE, slice_name(key.name))
-        if existing is not None:
-            ctx.delete_object(existing)
+            if is_plugin_pod(p) and (p.get("spec") or {}).get("nodeName") and is_pod_ready(p)
+        }
+        published: set[str] = set()
+        for name in sorted(serving):
+            node = ctx.get(NODE, name)
+            if node is None or not in_scope(node, self.instance):
+                continue
+            gpu = self._gpu(node)
+            if gpu is not None and gpu.count > 0:
+                ctx.apply_object(resource_slice(node, gpu), owner=node)
+                published.add(name)
+        for rs in ctx.list(RESOURCE_SLICE, labels={SLICE_NODE_LABEL: None}):
+            name = labels_of(rs)[SLICE_NODE_LABEL]
+            if name in published or rs["metadata"]["name"] != slice_name(name):
+                continue
+            node = ctx.get(NODE, name)
+            if node is None or in_scope(node, self.instance):
+                ctx.delete_object(rs)
         return None
 
 

@@ -35,8 +35,21 @@ def test_slice_per_plugin_node():
     node(client, "h0", "dgx-h100")
     node(client, "l0", "pcie-l40s")
     node(client, "x0", "dgx-h100", {INSTANCE_LABEL: "other"})
+    ds = client.add(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {
+                "name": "dra-driver-nvidia-gpu-kubelet-plugin",
+                "namespace": "dra",
+                "labels": {"app.kubernetes.io/name": "dra-driver-nvidia-gpu"},
+            },
+            "spec": {},
+        }
+    )
+    client.add({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "other", "namespace": "dra"}})
     for n in ("h0", "x0"):
-        client.add(make_pod(f"plugin-{n}", "dra", n, labels=PLUGIN_LABELS, containers=("gpus",)))
+        client.add(make_pod(f"plugin-{n}", "dra", n, owner=ds, labels=PLUGIN_LABELS, containers=("gpus",)))
     settle(sim)
     assert set(k.name for k in client.objects.get(RS, {})) == {slice_name("h0")}
     rs = client.obj(*RS, slice_name("h0"))
@@ -50,8 +63,12 @@ def test_slice_per_plugin_node():
     assert dev["attributes"]["driverVersion"] == {"version": "570.124.06"}
     assert dev["capacity"]["memory"] == {"value": "81559Mi"}
     assert rs["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    # a deleted slice is republished
+    client.delete(*RS, slice_name("h0"))
+    settle(sim)
+    assert client.obj(*RS, slice_name("h0")) is not None
     # the plugin pod goes (release uninstalled, node deselected): the slice goes
-    client.delete("v1", "Pod", "plugin-h0", "dra")
+    client.delete("apps/v1", "DaemonSet", "dra-driver-nvidia-gpu-kubelet-plugin", "dra")  # its pods go with it
     settle(sim)
     assert client.objects.get(RS, {}) == {}
 
