@@ -22,8 +22,9 @@ A pool is an inventory group or a node label selector plus one model: ``exclusiv
 
 Upstream facts (NVIDIA/k8s-device-plugin v0.20.0): ``api/config/v1/replicas.go`` refuses ``replicas < 2`` and a
 ``devices`` count below 1, and ignores a per-resource ``rename`` ("not yet supported"), so only
-``renameByDefault`` (``<name>.shared``) is offered; ``internal/rm/device_map.go`` updateDeviceMapWithReplicas keeps
-the devices not replicated under the original name; ``cmd/nvidia-device-plugin/main.go`` refuses
+``renameByDefault`` (``<name>.shared``) is offered; ``api/config/v1/config.go`` DisableResourceNamingInConfig resets a
+``devices`` selection to all (so ``devices`` other than ``all`` is refused: it would be ignored);
+``cmd/nvidia-device-plugin/main.go`` refuses
 ``--mig-strategy=mixed`` with MPS and ``internal/plugin/mps.go`` MPS on MIG devices; MPS's
 ``failRequestsGreaterThanOne`` defaults to true; ``internal/rm/rm.go`` names MIG resources ``mig-<profile>`` with
 '+' replaced by '.'.
@@ -60,7 +61,6 @@ _KEYS = {
     "dra": (),
 }
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_UUID_RE = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$")
 
 
 def _bad(var: str, value: Any, cause: str, fix: str, *evidence: str) -> Finding:
@@ -85,24 +85,15 @@ def _is_int(value: Any) -> bool:
 def _devices_findings(var: str, devices: Any) -> list[Finding]:
     if devices == "all":
         return []
-    if _is_int(devices):
-        if devices < 1:
-            return [_bad(var, devices, "A count of devices must be 1 or more.", "Set devices: all or a count >= 1.")]
-        return []
-    if isinstance(devices, list) and devices:
-        bad = [d for d in devices if not ((_is_int(d) and d >= 0) or (isinstance(d, str) and _UUID_RE.match(d)))]
-        if not bad:
-            return []
-        return [
-            _bad(
-                var,
-                devices,
-                f"Entries {_inputs.show(bad)} are neither GPU indices (0, 1, ...) nor GPU/MIG UUIDs.",
-                "List GPU indices or UUIDs, or use devices: all.",
-            )
-        ]
     return [
-        _bad(var, devices, "devices must be 'all', a count or a list of GPU indices or UUIDs.", "Use devices: all.")
+        _bad(
+            var,
+            devices,
+            "The pinned device plugin (k8s-device-plugin v0.20.0) ignores a devices selection: "
+            "api/config/v1/config.go DisableResourceNamingInConfig resets it to all with a warning, so every GPU of "
+            "the pool's nodes would be shared anyway.",
+            "Remove devices (or set devices: all); put the GPUs to keep whole in another pool.",
+        )
     ]
 
 
@@ -392,8 +383,6 @@ def device_plugin_configs(pools: Sequence[Mapping[str, Any]]) -> dict[str, dict[
         if model not in ("time_slicing", "mps"):
             continue
         resource: dict[str, Any] = {"name": GPU, "replicas": pool["replicas"]}
-        if pool.get("devices", "all") != "all":
-            resource["devices"] = pool["devices"]
         shared: dict[str, Any] = {"resources": [resource]}
         if pool.get("rename_by_default"):
             shared["renameByDefault"] = True
@@ -402,14 +391,6 @@ def device_plugin_configs(pools: Sequence[Mapping[str, Any]]) -> dict[str, dict[
         key = "timeSlicing" if model == "time_slicing" else "mps"
         out[pool["name"]] = {"version": "v1", "sharing": {key: shared}}
     return out
-
-
-def _replicated_count(devices: Any, gpus: int) -> int:
-    if devices in (None, "all"):
-        return gpus
-    if _is_int(devices):
-        return min(devices, gpus)
-    return min(len(devices), gpus)
 
 
 def _mig_instances(config: str, ids: tuple[str, str]) -> dict[str, int]:
@@ -432,12 +413,8 @@ def expected_capacity(
     if model == "dra" or n == 0:
         return {}
     if model in ("time_slicing", "mps"):
-        shared = _replicated_count(pool.get("devices"), n)
         name = GPU + ".shared" if pool.get("rename_by_default") else GPU
-        out = {name: shared * pool["replicas"]}
-        if n - shared:
-            out[GPU] = out.get(GPU, 0) + n - shared
-        return out
+        return {name: n * pool["replicas"]}
     if model == "mig" and pool.get("mig_config") not in ("all-disabled", None):
         out = {}
         for ids in [(str(g.get("vendor_id", "")).lower(), str(g.get("device_id", "")).lower()) for g in gpus]:

@@ -81,6 +81,8 @@ def test_balanced_layout_matches_the_gpu_operator_default_config(gpu: dict[str, 
         ([{**MIG, "node_selector": {"pool": True}}], "single", "gpu_sharing_pools[0].node_selector"),
         ([{**TS, "devices": 0}], "single", "gpu_sharing_pools[0].devices"),
         ([{**TS, "devices": ["x"]}], "single", "gpu_sharing_pools[0].devices"),
+        ([{**TS, "devices": 2}], "single", "gpu_sharing_pools[0].devices"),  # v0.20.0 ignores a selection
+        ([{**TS, "devices": [0, 1]}], "single", "gpu_sharing_pools[0].devices"),
         ([{**TS, "rename_by_default": "yes"}], "single", "gpu_sharing_pools[0].rename_by_default"),
         ([{**TS, "mig_config": "all-1g.10gb"}], "single", "gpu_sharing_pools[0].mig_config"),  # not a TS field
         ([{**MIG, "replicas": 2}], "single", "gpu_sharing_pools[0].replicas"),  # not a MIG field
@@ -98,7 +100,7 @@ def test_bad_input_names_the_field(pools: Any, strategy: str, field: str) -> Non
 
 
 def test_good_pools_have_no_findings() -> None:
-    pools = [TS, {**TS, "name": "mps-pool", "model": "mps", "group": "x", "devices": 2}, MIG, DRA]
+    pools = [TS, {**TS, "name": "mps-pool", "model": "mps", "group": "x", "devices": "all"}, MIG, DRA]
     assert sh.pool_input_findings(pools, "single") == []
     assert sh.pool_input_findings([MIG], "mixed") == []
 
@@ -182,7 +184,7 @@ def test_no_dra_pool_no_dra_guard() -> None:
 
 def test_device_plugin_configs() -> None:
     mps = {**TS, "name": "mps-pool", "model": "mps", "rename_by_default": True, "fail_requests_greater_than_one": False}
-    got = sh.device_plugin_configs([TS, mps, MIG, {**TS, "name": "two", "devices": [0, 1]}])
+    got = sh.device_plugin_configs([TS, mps, MIG, {**TS, "name": "two", "devices": "all"}])
     assert got == {
         "exclusive": {"version": "v1"},
         "l40s-shared": {
@@ -201,7 +203,7 @@ def test_device_plugin_configs() -> None:
         },
         "two": {
             "version": "v1",
-            "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4, "devices": [0, 1]}]}},
+            "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}},
         },
     }
 
@@ -212,14 +214,7 @@ def test_device_plugin_configs() -> None:
         ({"model": "exclusive"}, [L40S] * 4, "single", {"nvidia.com/gpu": 4}),
         (TS, [L40S] * 4, "single", {"nvidia.com/gpu": 16}),
         ({**TS, "rename_by_default": True}, [L40S] * 4, "single", {"nvidia.com/gpu.shared": 16}),
-        ({**TS, "devices": 1}, [L40S] * 4, "single", {"nvidia.com/gpu": 4 + 3}),  # 1 GPU x 4 + 3 not replicated
-        (
-            {**TS, "devices": 1, "rename_by_default": True},
-            [L40S] * 4,
-            "single",
-            {"nvidia.com/gpu.shared": 4, "nvidia.com/gpu": 3},
-        ),
-        ({**TS, "devices": 9}, [L40S] * 4, "single", {"nvidia.com/gpu": 16}),
+        ({**TS, "model": "mps", "replicas": 2}, [H100] * 8, "single", {"nvidia.com/gpu": 16}),
         (MIG, [H100] * 8, "single", {"nvidia.com/gpu": 56}),
         (MIG, [H100] * 8, "mixed", {"nvidia.com/mig-1g.10gb": 56}),
         ({**MIG, "mig_config": "all-1g.10gb.me"}, [H100] * 8, "mixed", {"nvidia.com/mig-1g.10gb.me": 8}),
