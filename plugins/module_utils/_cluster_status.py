@@ -171,10 +171,12 @@ def not_ready(reader, raw, view, params, targets, nodes=True):
 def sriov_not_ready(reader, raw, params, wait):
     """What ``wait.sriov_policies`` still waits for: each policy the operator has not written into a
     SriovNetworkNodeState yet, then each node a policy selects without the policy's resource allocatable
-    (_sriov_policy.unapplied_policies, expected_resources, node_resource). One more list per look, none without
-    policies."""
+    (_sriov_policy.unapplied_policies, expected_resources, node_resource). What ``wait.sriov_policies_removed`` (the
+    policies just deleted) waits for: no state's spec names them any more, and no PF they selected still has VFs
+    (_sriov_policy.lingering_policies, unreset_pfs). One more list per look, none without policies."""
     policies = wait.get("sriov_policies") or []
-    if not policies:
+    removed = wait.get("sriov_policies_removed") or []
+    if not policies and not removed:
         return []
     ns = wait.get("sriov_namespace") or params["operator_namespace"]
     k = _readiness.KINDS["SriovNetworkNodeState"]
@@ -183,6 +185,20 @@ def sriov_not_ready(reader, raw, params, wait):
         _readiness.NotReady("SriovNetworkNodePolicy", ns, name, "not yet written into a SriovNetworkNodeState")
         for name in _sriov_policy.unapplied_policies(policies, states)
     ]
+    out += [
+        _readiness.NotReady(
+            "SriovNetworkNodePolicy", ns, name, "deleted, still written into a SriovNetworkNodeState's spec"
+        )
+        for name in _sriov_policy.lingering_policies(removed, states)
+    ]
+    if removed:
+        labels = {
+            (n.get("metadata") or {}).get("name"): (n.get("metadata") or {}).get("labels") or {} for n in raw["nodes"]
+        }
+        for state in states:
+            name = (state.get("metadata") or {}).get("name")
+            for unmet in _sriov_policy.unreset_pfs(removed, state, labels.get(name)):
+                out.append(_readiness.NotReady("SriovNetworkNodeState", ns, name, unmet))
     prefix = wait.get("sriov_resource_prefix") or "openshift.io"
     for node in raw["nodes"]:
         for name in _sriov_policy.expected_resources(policies, node, prefix):

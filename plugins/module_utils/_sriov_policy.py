@@ -1472,6 +1472,50 @@ def node_resource(node: Obj, name: str, minimum: int = 1) -> Unmet:
     )
 
 
+def _policy_names(states: Sequence[Obj]) -> set[Any]:
+    named: set[Any] = set()
+    for state in states:
+        for iface in (state.get("spec") or {}).get("interfaces") or []:
+            named.update(g.get("policyName") for g in iface.get("vfGroups") or [])
+    return named
+
+
+def lingering_policies(policies: Sequence[Obj], states: Sequence[Obj]) -> list[str]:
+    """The deleted policies some SriovNetworkNodeState's ``spec.interfaces[].vfGroups[]`` still names (the operator
+    applies a deletion about a second later): until then a state's status still describes them."""
+    named = _policy_names(states)
+    return sorted(p["metadata"]["name"] for p in policies if p["metadata"]["name"] in named)
+
+
+def unreset_pfs(policies: Sequence[Obj], state: Obj, labels: Mapping[str, Any] | None) -> list[str]:
+    """After ``policies`` were deleted: the PFs of ``state`` (its node's labels: ``labels``) that one of them selects,
+    that no policy configures any more (not in ``spec.interfaces``) and that still report VFs. Upstream's config
+    daemon resets such a PF to 0 VFs (pkg/host/internal/sriov/sriov.go getConfigureAndReset), except an externally
+    managed one (host_prep owns its VFs)."""
+    spec = {i.get("pciAddress") for i in (state.get("spec") or {}).get("interfaces") or []}
+    out = []
+    for iface in (state.get("status") or {}).get("interfaces") or []:
+        have = int(iface.get("numVfs") or 0)
+        if not have or iface.get("pciAddress") in spec or iface.get("externallyManaged"):
+            continue
+        nic = {
+            "vendor_id": iface.get("vendor"),
+            "device_id": iface.get("deviceID"),
+            "address": iface.get("pciAddress"),
+            "netdevs": [iface.get("name")] if iface.get("name") else [],
+        }
+        if any(
+            selects_node((pol.get("spec") or {}).get("nodeSelector") or {}, labels)
+            and nic_selected((pol.get("spec") or {}).get("nicSelector") or {}, nic)
+            for pol in policies
+        ):
+            out.append(
+                f"PF {iface.get('name') or '-'} ({iface.get('pciAddress')}) still has {have} VFs, want 0 (the config "
+                "daemon resets the PFs of a deleted policy)"
+            )
+    return out
+
+
 def unapplied_policies(policies: Sequence[Obj], states: Sequence[Obj]) -> list[str]:
     """The policies the operator has not written into any SriovNetworkNodeState yet (no ``spec.interfaces[].vfGroups[]``
     names them; upstream ``Apply`` records ``policyName`` there), so that a wait does not judge a state whose spec

@@ -133,9 +133,20 @@ options:
         type: list
         elements: dict
         default: []
+      sriov_policies_removed:
+        description:
+          - SriovNetworkNodePolicy objects (as they were applied) just deleted, whose undoing to wait for - no
+            SriovNetworkNodeState in O(wait.sriov_namespace) names them in C(spec.interfaces[].vfGroups[].policyName)
+            any more, and no PF they select (on a node their C(nodeSelector) selects; externally managed PFs aside)
+            still reports VFs that no remaining policy configures. With a C(SriovNetworkNodeState) entry in
+            O(wait.objects), every state is also synced again (C(Succeeded), no drain under way).
+        type: list
+        elements: dict
+        default: []
       sriov_namespace:
         description:
-          - Namespace of the SriovNetworkNodeStates for O(wait.sriov_policies); defaults to O(operator_namespace).
+          - Namespace of the SriovNetworkNodeStates for O(wait.sriov_policies) and O(wait.sriov_policies_removed);
+            defaults to O(operator_namespace).
         type: str
       sriov_resource_prefix:
         description: Prefix of the resources of O(wait.sriov_policies) (C(openshift.io) for the standalone chart).
@@ -615,6 +626,7 @@ ARGUMENT_SPEC = dict(
                 },
             },
             "sriov_policies": {"type": "list", "elements": "dict", "default": []},
+            "sriov_policies_removed": {"type": "list", "elements": "dict", "default": []},
             "sriov_namespace": {"type": "str"},
             "sriov_resource_prefix": {"type": "str", "default": "openshift.io"},
         },

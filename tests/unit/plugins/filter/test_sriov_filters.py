@@ -183,3 +183,41 @@ def test_the_wait_option_knows_the_node_state():
     assert kind.ready is _sriov_policy.sriov_network_node_state
     failed = {"status": {"syncStatus": "Failed", "lastSyncError": "PF ibp20s0: sriov_totalvfs is 16"}}
     assert "lastSyncError: PF ibp20s0" in _readiness.KINDS["SriovNetworkNodeState"].ready(failed)
+
+
+def removed_state(name, *policies, vfs=8, external=False, pf="ibp20s0"):
+    """A state after the policies were deleted: `policies` still in its spec or not, `vfs` VFs on the PF."""
+    out = state(name, *policies)
+    iface = {"pciAddress": "0000:14:00.0", "name": pf, "vendor": "15b3", "deviceID": "1021", "numVfs": vfs}
+    if external:
+        iface["externallyManaged"] = True
+    out["status"]["interfaces"] = [iface]
+    return out
+
+
+def removal_not_ready(states, nodes):
+    built = sriov_network_operator_objects(variables())
+    wait = {"sriov_policies_removed": built["policies"], "sriov_namespace": NS}
+    reader = StatesReader(list(states))
+    out = _cluster_status.sriov_not_ready(reader, {"nodes": list(nodes)}, {"operator_namespace": "x"}, wait)
+    assert reader.calls == [("sriovnetwork.openshift.io", "v1", "sriovnetworknodestates", NS)]
+    return [(n.kind, n.name, n.condition) for n in out]
+
+
+@pytest.mark.parametrize(
+    ("states", "labels", "waiting"),
+    [
+        # the operator has not applied the deletion yet: the spec still names the policy
+        ([removed_state("dgx-0", "rail0")], SEL, [("SriovNetworkNodePolicy", "rail0", "deleted, still written")]),
+        # applied, the config daemon has not reset the PF yet
+        ([removed_state("dgx-0")], SEL, [("SriovNetworkNodeState", "dgx-0", "PF ibp20s0 (0000:14:00.0) still has 8")]),
+        ([removed_state("dgx-0", vfs=0)], SEL, []),  # reset
+        ([removed_state("dgx-0", external=True)], SEL, []),  # host_prep's VFs stay
+        ([removed_state("dgx-0", pf="ibp36s0")], SEL, []),  # a PF the policy did not select
+        ([removed_state("dgx-0")], {}, []),  # a node the policy did not select
+    ],
+)
+def test_wait_for_deleted_policies_to_be_undone(states, labels, waiting):
+    out = removal_not_ready(states, [node("dgx-0", labels, {})])
+    assert [(k, n) for k, n, _c in out] == [(k, n) for k, n, _c in waiting]
+    assert all(c.startswith(w) for (_k, _n, c), (_k2, _n2, w) in zip(out, waiting, strict=True))
