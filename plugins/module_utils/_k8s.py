@@ -328,6 +328,12 @@ class Reader:
     def daemonsets(self, namespace):
         return self._items(f"daemonsets in namespace {namespace}", f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
 
+    def core(self, plural, namespace=None):
+        """Objects of the core API group (``v1``), cluster-wide or in ``namespace``."""
+        if namespace is None:
+            return self._items(plural, f"/api/v1/{plural}")
+        return self._items(f"{plural} in namespace {namespace}", f"/api/v1/namespaces/{namespace}/{plural}")
+
     def namespace(self, name):
         """The Namespace object, or None when it does not exist."""
         return self._get(f"namespace {name}", f"/api/v1/namespaces/{name}", missing_ok=True, verb="read")

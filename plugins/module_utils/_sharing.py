@@ -416,7 +416,7 @@ def expected_capacity(
         name = GPU + ".shared" if pool.get("rename_by_default") else GPU
         return {name: n * pool["replicas"]}
     if model == "mig" and pool.get("mig_config") not in ("all-disabled", None):
-        out = {}
+        out: dict[str, int] = {}
         for ids in [(str(g.get("vendor_id", "")).lower(), str(g.get("device_id", "")).lower()) for g in gpus]:
             for profile, count in _mig_instances(pool["mig_config"], ids).items():
                 name = GPU if mig_strategy == "single" else "nvidia.com/mig-" + profile.replace("+", ".")

@@ -1,0 +1,280 @@
+"""_sharing_status (the gpu_sharing_status module's view and the gpu_sharing role's label plan), the two filters
+over _sharing, and the module through main() with a fake reader: one row per behaviour."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuops.platform.plugins.filter.sharing_input_findings import sharing_input_findings
+from ansible_collections.gpuops.platform.plugins.filter.sharing_plan import sharing_plan
+from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _sharing_status
+from ansible_collections.gpuops.platform.plugins.modules import gpu_sharing_status
+
+H100 = {"vendor_id": "10de", "device_id": "2330", "class": "030200"}
+L40S = {"vendor_id": "10de", "device_id": "26b9", "class": "030200"}
+NIC = {"vendor_id": "15b3", "device_id": "1021", "class": "020700"}
+TS = {"name": "l40s-shared", "model": "time_slicing", "group": "l40s", "replicas": 4}
+MIG = {"name": "h100-mig", "model": "mig", "node_selector": {"pool": "mig"}, "mig_config": "all-1g.10gb"}
+DRA = {"name": "h100-dra", "model": "dra", "node_selector": {"pool": "dra"}}
+POOLS = [TS, MIG, DRA]
+GROUPS = {"l40s": ["pcie-l40s-0"]}
+FACTS = {
+    "pcie-l40s-0": {"accelerators": [L40S] * 2},
+    "dgx-h100-0": {"accelerators": [H100] * 8 + [NIC]},
+    "dgx-h100-1": {"accelerators": [H100] * 8, "nvidia_driver": {"version": "580.82.07"}},
+}
+LABEL = "nvidia.com/device-plugin.config"
+MIGL, STATE, DEPLOY = "nvidia.com/mig.config", "nvidia.com/mig.config.state", "nvidia.com/gpu.deploy.device-plugin"
+
+
+def node(name, labels=None, alloc=None, owned=None):
+    meta = {"name": name, "labels": dict(labels or {})}
+    if owned is not None:
+        meta["annotations"] = {_sharing_status.OWNER_ANNOTATION: json.dumps(owned)}
+    return {"metadata": meta, "status": {"allocatable": dict(alloc or {})}}
+
+
+def converged():
+    return [
+        node("pcie-l40s-0", {LABEL: "l40s-shared"}, {"nvidia.com/gpu": "8"}, [LABEL]),
+        node("dgx-h100-0", {"pool": "mig", MIGL: "all-1g.10gb", STATE: "success"}, {"nvidia.com/gpu": "56"}, [MIGL]),
+        node("dgx-h100-1", {"pool": "dra", DEPLOY: "false"}, {"nvidia.com/gpu": "0"}, [DEPLOY]),
+        node("cpu-0", {"kubernetes.io/os": "linux"}),
+    ]
+
+
+def slices(devices=8):
+    return [
+        {
+            "metadata": {"name": "dgx-h100-1-gpu.nvidia.com"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": "dgx-h100-1", "devices": [{}] * devices},
+        }
+    ]
+
+
+def raw(
+    nodes=None, pods=(), devices=8, classes=("gpu.nvidia.com", "mig.nvidia.com"), entries=("exclusive", "l40s-shared")
+):
+    return {
+        "nodes": converged() if nodes is None else nodes,
+        "pods": list(pods),
+        "configmaps": [{"metadata": {"name": "dp"}, "data": dict.fromkeys(entries, "")}],
+        "slices": slices(devices),
+        "device_classes": [{"metadata": {"name": c}} for c in classes],
+    }
+
+
+PARAMS = {"groups": GROUPS, "host_facts": FACTS, "config_map": "dp", "mig_strategy": "single"}
+
+
+def gpu_pod(name, node_name, resource="nvidia.com/gpu", phase="Running"):
+    return {
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"nodeName": node_name, "containers": [{"resources": {"limits": {resource: "1"}}}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_converged_pools_are_ready():
+    got = _sharing_status.view(raw(), POOLS, PARAMS)
+    assert got["diagnosis"] == [] and got["not_ready"] == []
+    rows = {r["name"]: r for p in got["pools"] for r in p["nodes"]}
+    assert rows["pcie-l40s-0"]["expected"] == {"nvidia.com/gpu": 8} and rows["pcie-l40s-0"]["gpus"] == 2
+    assert rows["dgx-h100-0"]["expected"] == {"nvidia.com/gpu": 56}
+    assert rows["dgx-h100-1"]["resource_slices"] == [{"name": "dgx-h100-1-gpu.nvidia.com", "devices": 8}]
+    assert "cpu-0" not in rows
+
+
+@pytest.mark.parametrize(
+    "change, unready, finding",
+    [
+        # replicas not applied: the plugin still advertises whole GPUs
+        (
+            lambda r: r["nodes"][0]["status"]["allocatable"].update({"nvidia.com/gpu": "2"}),
+            "pcie-l40s-0",
+            "sharing-capacity-mismatch",
+        ),
+        (
+            lambda r: r["nodes"][0]["metadata"]["labels"].update({LABEL: "typo"}),
+            "pcie-l40s-0",
+            "sharing-config-entry-missing",
+        ),
+        (lambda r: r["nodes"][1]["metadata"]["labels"].update({STATE: "pending"}), "dgx-h100-0", None),
+        (lambda r: r["nodes"][2]["metadata"]["labels"].pop(DEPLOY), "dgx-h100-1", "sharing-dra-and-device-plugin"),
+        (lambda r: r["slices"].clear(), "dgx-h100-1", None),
+        (lambda r: r["device_classes"].pop(), "mig.nvidia.com", "sharing-dra-deviceclass-missing"),
+    ],
+)
+def test_not_ready_rows(change, unready, finding):
+    state = raw()
+    change(state)
+    got = _sharing_status.view(state, POOLS, PARAMS)
+    assert unready in {n.name for n in got["not_ready"]}
+    assert [f["id"] for f in got["diagnosis"]] == ([finding] if finding else [])
+
+
+def test_mig_failed_is_final_and_names_the_gpu_pods():
+    nodes = converged()
+    nodes[1]["metadata"]["labels"][STATE] = "failed"
+    pods = [gpu_pod("train", "dgx-h100-0"), gpu_pod("done", "dgx-h100-0", phase="Succeeded"), gpu_pod("x", "cpu-0")]
+    got = _sharing_status.view(raw(nodes, pods), POOLS, PARAMS)
+    assert got["not_ready"] == []  # a failed change is not waited for
+    (finding,) = got["diagnosis"]
+    assert finding["id"] == "sharing-mig-config-failed" and "ml/train" in finding["evidence"][2]
+    row = got["pools"][1]["nodes"][0]
+    assert row["gpu_pods"] == ["ml/train"]
+
+
+def test_mig_failed_names_an_invalid_profile():
+    pool = dict(MIG, mig_config="all-1g.18gb")  # H200's, not H100's
+    nodes = converged()
+    nodes[1]["metadata"]["labels"].update({MIGL: "all-1g.18gb", STATE: "failed"})
+    got = _sharing_status.view(raw(nodes), [pool], PARAMS)
+    (failed,) = [f for f in got["diagnosis"] if f["id"] == "sharing-mig-config-failed"]
+    assert "valid there" in failed["evidence"][2]
+
+
+def test_gpu_count_label_without_host_facts():
+    nodes = [node("pcie-l40s-0", {"nvidia.com/gpu.count": "2", LABEL: "l40s-shared"}, {"nvidia.com/gpu": "8"})]
+    got = _sharing_status.view(raw(nodes), [TS], dict(PARAMS, host_facts=None))
+    assert got["not_ready"] == [] and got["pools"][0]["nodes"][0]["gpus"] == 2
+
+
+def test_label_plan_sets_wanted_and_removes_only_owned():
+    nodes = [
+        node("pcie-l40s-0", {"grp": "x"}),
+        node("dgx-h100-0", {MIGL: "all-1g.10gb"}, owned=[MIGL]),  # left the MIG pool
+        node("dgx-h100-1", {DEPLOY: "false"}, owned=[DEPLOY]),  # left the DRA pool
+        node("cpu-0", {LABEL: "someone-elses"}),  # foreign: never touched
+    ]
+    plan = _sharing_status.label_plan(nodes, [TS], {"l40s-shared": ["pcie-l40s-0"]})
+    assert plan == [
+        {
+            "name": "dgx-h100-0",
+            "labels": {MIGL: "all-disabled"},
+            "annotations": {_sharing_status.OWNER_ANNOTATION: None},
+        },
+        {"name": "dgx-h100-1", "labels": {DEPLOY: None}, "annotations": {_sharing_status.OWNER_ANNOTATION: None}},
+        {
+            "name": "pcie-l40s-0",
+            "labels": {LABEL: "l40s-shared"},
+            "annotations": {_sharing_status.OWNER_ANNOTATION: json.dumps([LABEL])},
+        },
+    ]
+    assert (
+        _sharing_status.label_plan(
+            converged(), POOLS, {"l40s-shared": ["pcie-l40s-0"], "h100-mig": ["dgx-h100-0"], "h100-dra": ["dgx-h100-1"]}
+        )
+        == []
+    )
+
+
+def test_input_filter():
+    assert sharing_input_findings({"gpu_sharing_pools": POOLS}) == []
+    bad = sharing_input_findings({"gpu_sharing_pools": [dict(TS, replicas=1)], "gpu_sharing_mig_strategy": "mixed"})
+    assert [f["object"]["name"] for f in bad] == ["gpu_sharing_pools[0].replicas"]
+    with pytest.raises(AnsibleFilterError):
+        sharing_input_findings([])
+
+
+def test_plan_filter():
+    nodes = [
+        node(n["metadata"]["name"], {k: v for k, v in n["metadata"]["labels"].items() if k == "pool"})
+        for n in converged()
+    ]
+    plan = sharing_plan({"gpu_sharing_pools": POOLS}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"])
+    assert plan["members"] == {"l40s-shared": ["pcie-l40s-0"], "h100-mig": ["dgx-h100-0"], "h100-dra": ["dgx-h100-1"]}
+    assert [f["id"] for f in plan["findings"]] == []
+    assert set(plan["configs"]) == {"exclusive", "l40s-shared"} and "replicas: 4" in plan["configs"]["l40s-shared"]
+    assert [p["name"] for p in plan["labels"]] == ["dgx-h100-0", "dgx-h100-1", "pcie-l40s-0"]
+    assert plan["expected"]["dgx-h100-0"] == {"nvidia.com/gpu": 56} and plan["dra_nodes"] == ["dgx-h100-1"]
+    old = sharing_plan(
+        {"gpu_sharing_pools": POOLS},
+        nodes,
+        GROUPS,
+        dict(FACTS, **{"dgx-h100-1": {"accelerators": [H100], "nvidia_driver": {"version": "570.1"}}}),
+        "v1.33.0",
+        [],
+    )
+    assert [f["id"] for f in old["findings"]] == ["sharing-dra-kubernetes-too-old", "sharing-dra-driver-too-old"]
+    absent = sharing_plan({"gpu_sharing_pools": []}, converged(), GROUPS, FACTS)
+    assert [p["name"] for p in absent["labels"]] == ["dgx-h100-0", "dgx-h100-1", "pcie-l40s-0"]
+
+
+class FakeReader:
+    """Lists only (a write would fail with AttributeError)."""
+
+    def __init__(self, state):
+        self.state, self.requests = state, 0
+
+    def nodes(self):
+        self.requests += 1
+        return self.state["nodes"]
+
+    def core(self, plural, namespace=None):
+        self.requests += 1
+        return self.state[plural]
+
+    def objects(self, group, version, plural, namespace=None):
+        self.requests += 1
+        return self.state["slices" if plural == "resourceslices" else "device_classes"]
+
+
+@pytest.fixture
+def api(monkeypatch):
+    monkeypatch.setattr(_k8s, "require_client", lambda module: None)
+
+    def install(state):
+        monkeypatch.setattr(_k8s, "new_reader", lambda params: FakeReader(copy.deepcopy(state)))
+
+    return install
+
+
+ARGS = {"pools": POOLS, "groups": GROUPS, "host_facts": FACTS, "config_map": "dp"}
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_module_reports_with_constant_requests(api, run_module, check_mode):
+    api(raw())
+    result, failed = run_module(gpu_sharing_status, dict(ARGS, wait={"timeout": 5}), check_mode=check_mode)
+    assert not failed and result["changed"] is False and result["ready"] is True
+    assert result["api_requests"] == 5
+    assert result["wait"]["waited"] is True if not check_mode else "wait" not in result
+
+
+def test_module_wait_fails_naming_the_node(api, run_module, monkeypatch):
+    state = raw()
+    state["nodes"][0]["status"]["allocatable"]["nvidia.com/gpu"] = "2"
+    api(state)
+    monkeypatch.setattr(gpu_sharing_status._readiness.Waiter, "wait", lambda self, probe: _once(probe))
+    result, failed = run_module(gpu_sharing_status, dict(ARGS, wait={"timeout": 0}))
+    assert failed and "pcie-l40s-0" in result["msg"] and "expected 8, advertised 2" in result["msg"]
+
+
+def _once(probe):
+    snapshot, not_ready = probe()
+    return gpu_sharing_status._readiness.Outcome(snapshot, not_ready, 0.0, True, 1)
+
+
+def test_module_refuses_bad_pools_before_reading(api, run_module):
+    api(raw())
+    result, failed = run_module(gpu_sharing_status, dict(ARGS, pools=[dict(TS, replicas=0)]))
+    assert failed and "replicas" in result["msg"] and "api_requests" not in result
+
+
+def test_reader_core_lists_cluster_wide_or_in_a_namespace():
+    class Http:
+        paths: list[str] = []
+
+        def get(self, path):
+            self.paths.append(path)
+            return 200, "OK", b'{"items": [{"metadata": {"name": "a"}}]}'
+
+    http = Http()
+    reader = _k8s.Reader(http=http)
+    assert reader.core("pods") == [{"metadata": {"name": "a"}}]
+    assert reader.core("configmaps", "gpu-operator")
+    assert http.paths == ["/api/v1/pods", "/api/v1/namespaces/gpu-operator/configmaps"] and reader.requests == 2
