@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,15 @@ def test_sriov_write_inside_the_namespace_gets_vfs(fresh):
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["4", "../0000:14:00.1", "4", "4"]
-    assert any("4 VFs already enabled. Disable before enabling 2 VFs" in ln for ln in probe.kernel_log(tree))
+    # the refusal of the second write is logged asynchronously too: wait for it (under load it can take seconds)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not _logged(tree, "4 VFs already enabled. Disable before enabling 2 VFs"):
+        time.sleep(0.05)
+    assert _logged(tree, "4 VFs already enabled. Disable before enabling 2 VFs"), probe.kernel_log(tree)
+
+
+def _logged(tree, text):
+    return any(text in ln for ln in probe.kernel_log(tree))
 
 
 def test_runner_refuses_bad_trees(tmp_path):
