@@ -141,6 +141,20 @@ build_sriov() { # the SR-IOV Network Operator (the operator only): the lab plays
   stamp "$out.tmp" sriov-network-operator $files; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
+build_registry() { # the CNCF Distribution registry (OCI), the lab's oci:// chart repository
+  local out="$CACHE/bin/registry-v$REGISTRY_VERSION" src="$CACHE/src/registry-v$REGISTRY_VERSION"
+  local mod=github.com/distribution/distribution/v3
+  if ok "$out" registry; then echo "registry v$REGISTRY_VERSION: cached in $out"; return; fi
+  rm -rf "$out" "$out.tmp"; mkdir -p "$src" "$out.tmp"
+  echo "registry v$REGISTRY_VERSION: building in $src"
+  # `go install mod@v` reads the proxy's version list: a wrapper module pins the exact version instead.
+  printf 'module local.test/registrybuild\n\ngo 1.26.0\n\nrequire %s v%s\n' "$mod" "$REGISTRY_VERSION" > "$src/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s/cmd/registry"\n' "$mod" > "$src/tools.go"
+  (cd "$src" && go mod tidy && go build -trimpath -ldflags "-s -w -X $mod/version.version=v$REGISTRY_VERSION" \
+     -o "$out.tmp/registry" "$mod/cmd/registry")
+  stamp "$out.tmp" registry; mv "$out.tmp" "$out"
+}
+
 build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4 plugin directory (docs/helm_release.md)
   local out="$CACHE/bin/helm-diff-v$HELM_DIFF_VERSION" src="$CACHE/src/helm-diff-v$HELM_DIFF_VERSION"
   local mod=github.com/databus23/helm-diff/v3
@@ -164,7 +178,7 @@ build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4
 
 what=${1:-all}
 case "$what" in
-  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; helm-diff) build_helm_diff ;;
-  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov ;;
-  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|helm-diff]" >&2; exit 2 ;;
+  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; helm-diff) build_helm_diff ;;
+  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry ;;
+  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|helm-diff]" >&2; exit 2 ;;
 esac

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import charts, kwok, nfd, pki, sriov
+from . import charts, kwok, nfd, pki, registry, sriov
 from .config import BUILD_SCRIPT, HACK, LabConfig
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
@@ -32,6 +32,7 @@ ORDER = (
     "kube-scheduler",
     "kwok",
     "chart-repo",
+    "chart-registry",
     "nfd-master",
     "sriov-network-operator",
     "simulator",
@@ -46,6 +47,7 @@ BINARIES = (
     "helm",
     "nfd-master",
     "sriov-network-operator",
+    "registry",
 )
 
 
@@ -198,6 +200,8 @@ class Lab:
                 "--directory",
                 str(c.chart_repo_dir),
             ]
+        if name == "chart-registry":
+            return [str(c.binary("registry")), "serve", str(c.chart_registry_config)]
         if name == "nfd-master":
             return [
                 str(c.binary("nfd-master")),
@@ -220,11 +224,15 @@ class Lab:
         env = {**os.environ, "PYTHONPATH": str(HACK)}
         if name == "nfd-master":
             env.update(KUBERNETES_NAMESPACE=nfd.NAMESPACE, NODE_NAME=nfd.CONTROL_PLANE_NODE)
+        if name == "chart-registry":
+            env.update(registry.env())
         if name == "sriov-network-operator":
             env.update(sriov.env(self.cfg.versions[sriov.VERSION_KEY]), KUBECONFIG=str(self.cfg.kubeconfig))
         return env
 
     def _before_start(self, name: str) -> None:
+        if name == "chart-registry":
+            registry.prepare(self.cfg)
         if name == "nfd-master":
             from kubernetes import config
 
@@ -246,6 +254,9 @@ class Lab:
             return (lambda: self._get(url, self._insecure()) == b"ok"), "/healthz", 30
         if name == "chart-repo":
             return (lambda: bool(self._get(f"{self.cfg.chart_repo_url}/index.yaml"))), "GET /index.yaml", 15
+        if name == "chart-registry":
+            url = f"https://127.0.0.1:{p['chart-registry']}/v2/"
+            return (lambda: self._get(url, self._ssl(client=False)) == b"{}"), f"GET {url}", 15
         if name == "simulator":
             return (lambda: "simulator ready" in self.proc(name).tail(200)), "'simulator ready' in its log", 30
         if name == "nfd-master":
@@ -271,6 +282,7 @@ class Lab:
             "kube-controller-manager": [("kube-controller-manager", p["kube-controller-manager"])],
             "kube-scheduler": [("kube-scheduler", p["kube-scheduler"])],
             "chart-repo": [("chart repository", p["chart-repo"])],
+            "chart-registry": [("OCI chart registry", p["chart-registry"])],
             "nfd-master": [("nfd-master metrics", p["nfd-master"])],
             "sriov-network-operator": [
                 ("sriov-network-operator metrics", p["sriov-metrics"]),
@@ -314,6 +326,13 @@ class Lab:
             ready, what, timeout = self._ready_probe(name)
             wait_until(proc, ready, timeout, what)
             self.say(f"  {name}: ready (pid {proc.pid()}, log {proc.log})")
+            if name == "chart-registry":
+                t1 = time.monotonic()
+                refs = registry.push_charts(self.cfg)
+                self.say(
+                    f"  chart-registry: {len(refs)} charts pushed to {self.cfg.chart_registry_url} "
+                    f"in {time.monotonic() - t1:.1f}s"
+                )
         self.wait_namespace_sa("default")
         self.say(f"lab up in {time.monotonic() - t0:.1f}s; kubeconfig {self.cfg.kubeconfig}")
         return True

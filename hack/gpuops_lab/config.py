@@ -22,6 +22,8 @@ PORT_DEFAULTS = {
     "kube-controller-manager": ("GPUOPS_LAB_KCM_PORT", 20257),
     "kube-scheduler": ("GPUOPS_LAB_SCHEDULER_PORT", 20259),
     "chart-repo": ("GPUOPS_LAB_CHART_REPO_PORT", 18879),
+    # the OCI registry (registry.py); unset, it follows the chart-repo port (+1), as the SR-IOV ports follow nfd-master
+    "chart-registry": ("GPUOPS_LAB_CHART_REGISTRY_PORT", 18880),
     "nfd-master": ("GPUOPS_LAB_NFD_MASTER_PORT", 20290),  # its /metrics and /healthz, on loopback
     # the SR-IOV Network Operator's controller-runtime servers, on loopback; unset, they follow the nfd-master port
     # (+1, +2), so a lab whose ports are all shifted by one offset needs no new variable
@@ -53,10 +55,16 @@ class LabConfig:
         state = Path(env.get("GPUOPS_LAB_STATE", REPO / ".state" / "lab"))
         cache = Path(env.get("GPUOPS_CACHE", Path.home() / ".cache" / "gpuops"))
         ports = {}
-        follow_nfd = {"sriov-metrics": 1, "sriov-probe": 2}
+        follow = {
+            "sriov-metrics": ("nfd-master", 1),
+            "sriov-probe": ("nfd-master", 2),
+            "chart-registry": ("chart-repo", 1),
+        }
         for name, (var, default) in PORT_DEFAULTS.items():
-            if name in follow_nfd and var not in env and str(env.get(PORT_DEFAULTS["nfd-master"][0], "")).isdigit():
-                default = int(env[PORT_DEFAULTS["nfd-master"][0]]) + follow_nfd[name]
+            lead, plus = follow.get(name, (None, 0))
+            lead_var = PORT_DEFAULTS[lead][0] if lead else ""
+            if lead and var not in env and str(env.get(lead_var, "")).isdigit():
+                default = int(env[lead_var]) + plus
             raw = env.get(var, str(default))
             if not raw.isdigit() or not 0 < int(raw) < 65536:
                 from .errors import LabError
@@ -74,6 +82,7 @@ class LabConfig:
             "helm": "HELM_VERSION",
             "nfd": "NFD_VERSION",
             "sriov-network-operator": "SRIOV_VERSION",
+            "registry": "REGISTRY_VERSION",
         }[component]
         return self.cache / "bin" / f"{component}-v{self.versions[key]}"
 
@@ -88,6 +97,7 @@ class LabConfig:
             "helm": "helm",
             "nfd-master": "nfd",
             "sriov-network-operator": "sriov-network-operator",
+            "registry": "registry",
         }[name]
         return self.bindir(component) / name
 
@@ -119,6 +129,20 @@ class LabConfig:
     @property
     def chart_repo_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['chart-repo']}"
+
+    @property
+    def chart_registry_dir(self) -> Path:
+        """The OCI registry's storage."""
+        return self.state / "chart-registry"
+
+    @property
+    def chart_registry_config(self) -> Path:
+        return self.state / "chart-registry.json"
+
+    @property
+    def chart_registry_url(self) -> str:
+        """The oci:// repository the fixture charts are pushed to (oci://127.0.0.1:<port>/charts/<chart>)."""
+        return f"oci://127.0.0.1:{self.ports['chart-registry']}/charts"
 
     @property
     def apiserver_url(self) -> str:
