@@ -16,7 +16,7 @@ description:
     driver 580 on the hosts), the device-plugin ConfigMap entries (YAML text per entry, C(exclusive) included), the
     node label patches (only labels the role owns, recorded in the node annotation
     C(gpuops.platform/sharing-labels), are removed), the expected capacity per node, and the MIG and DRA nodes.
-positional: nodes, groups, host_facts, kubernetes_version, served_versions
+positional: nodes, groups, host_facts, kubernetes_version, served_versions, pods, allow_mig_change
 options:
   _input:
     description: The role's variables (C(gpu_sharing_pools), C(gpu_sharing_mig_strategy)); no pools for state absent.
@@ -44,6 +44,15 @@ options:
     type: list
     elements: str
     default: []
+  pods:
+    description: The cluster's Pod objects; a MIG change on a node where pods hold GPUs is an error naming them.
+    type: list
+    elements: dict
+    default: []
+  allow_mig_change:
+    description: Make that MIG change finding a warning (C(gpu_sharing_allow_mig_change_with_gpu_pods)).
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -61,7 +70,8 @@ _value:
   type: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+import json  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Mapping  # noqa: E402
 
 import yaml  # noqa: E402
 from ansible.errors import AnsibleFilterError  # noqa: E402
@@ -72,7 +82,16 @@ from ansible_collections.gpuops.platform.plugins.module_utils import (  # noqa: 
 )
 
 
-def sharing_plan(variables, nodes, groups=None, host_facts=None, kubernetes_version="", served_versions=None):
+def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-arguments,too-many-locals
+    variables,
+    nodes,
+    groups=None,
+    host_facts=None,
+    kubernetes_version="",
+    served_versions=None,
+    pods=None,
+    allow_mig_change=False,
+):
     if not isinstance(variables, Mapping) or not isinstance(nodes, list):
         raise AnsibleFilterError("sharing_plan expects the gpu_sharing_* variables (dict) and the nodes (list)")
     pools = list(variables.get(_sharing.VAR_POOLS) or [])
@@ -90,10 +109,11 @@ def sharing_plan(variables, nodes, groups=None, host_facts=None, kubernetes_vers
     facts = _cluster_status.match_host_facts(host_facts or {}, list(by_name))
     gpus = {name: _sharing_status.nvidia_gpus(facts.get(name), member_input[name]["labels"]) for name in by_name}
     findings += _sharing.mig_findings(pools, members, gpus)
-    drivers = {name: ((facts.get(name) or {}).get("nvidia_driver") or {}).get("version") for name in by_name}
+    drivers = {name: _sharing_status.driver_version(facts.get(name), member_input[name]["labels"]) for name in by_name}
     findings += _sharing.dra_findings(pools, members, kubernetes_version or "", list(served_versions or []), drivers)
     configs = {
-        entry: yaml.safe_dump(cfg, default_flow_style=False, sort_keys=True)
+        # through JSON: the variables' values are Ansible's tagged types, which safe_dump does not represent
+        entry: yaml.safe_dump(json.loads(json.dumps(cfg)), default_flow_style=False, sort_keys=True)
         for entry, cfg in _sharing.device_plugin_configs(pools).items()
     }
     expected = {
@@ -101,11 +121,15 @@ def sharing_plan(variables, nodes, groups=None, host_facts=None, kubernetes_vers
         for pool in pools
         for node in members.get(pool["name"], ())
     }
+    labels = _sharing_status.label_plan(nodes, pools, members)
+    findings += _sharing_status.mig_change_findings(
+        labels, _sharing_status.gpu_pods(pods or []), bool(allow_mig_change)
+    )
     return {
         "members": members,
         "findings": findings,
         "configs": configs,
-        "labels": _sharing_status.label_plan(nodes, pools, members),
+        "labels": labels,
         "expected": expected,
         "mig_nodes": sorted(n for p in pools if p.get("model") == "mig" for n in members.get(p["name"], ())),
         "dra_nodes": sorted(n for p in pools if p.get("model") == "dra" for n in members.get(p["name"], ())),

@@ -16,16 +16,20 @@ ready yet (the ``wait`` of ``gpu_sharing_status``: every MIG node ``success`` an
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _readiness, _sharing
+from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _gpu_catalog, _readiness, _sharing
 
 Obj = dict[str, Any]
 DRA_DRIVER = "gpu.nvidia.com"
 DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com")
 DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+DRIVER_FULL_LABEL = "nvidia.com/cuda.driver-version.full"
+DRIVER_MAJOR_LABEL = "nvidia.com/cuda.driver.major"
 NVIDIA_VENDOR = "10de"
 
 
@@ -44,8 +48,18 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
+def _ids_of_product(product: str | None) -> dict[str, str]:
+    """GFD's nvidia.com/gpu.product (model with '-' for spaces; '-SHARED' or '-MIG-<profile>' appended) -> PCI ids."""
+    base = re.split(r"-SHARED|-MIG-", str(product or ""), maxsplit=1)[0]
+    for (vendor, device), entry in _gpu_catalog.GPUS.items():
+        if base and str(entry.get("model", "")).replace(" ", "-") == base:
+            return {"vendor_id": vendor, "device_id": device}
+    return {}
+
+
 def nvidia_gpus(facts: Mapping[str, Any] | None, labels: Mapping[str, str]) -> list[dict[str, Any]]:
-    """The node's NVIDIA GPUs: the host facts' accelerators, else as many unknown GPUs as GFD's gpu.count label."""
+    """The node's NVIDIA GPUs: the host facts' accelerators, else as many GPUs as GFD's gpu.count label, of the
+    model its gpu.product label names."""
     accel = (facts or {}).get("accelerators") or []
     gpus = [
         dict(a)
@@ -59,7 +73,15 @@ def nvidia_gpus(facts: Mapping[str, Any] | None, labels: Mapping[str, str]) -> l
         count = int(labels.get(GPU_COUNT_LABEL, "0"))
     except ValueError:
         count = 0
-    return [{} for _i in range(count)]
+    ids = _ids_of_product(labels.get(GPU_PRODUCT_LABEL))
+    return [dict(ids) for _i in range(count)]
+
+
+def driver_version(facts: Mapping[str, Any] | None, labels: Mapping[str, str]) -> str | None:
+    """The host's NVIDIA driver version: the host facts', else GFD's nvidia.com/cuda.driver-version.full or
+    cuda.driver.major label."""
+    version = ((facts or {}).get("nvidia_driver") or {}).get("version")
+    return version or labels.get(DRIVER_FULL_LABEL) or labels.get(DRIVER_MAJOR_LABEL)
 
 
 def gpu_pods(pods: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
@@ -256,6 +278,7 @@ def view(raw: Mapping[str, Any], pools: Sequence[Mapping[str, Any]], params: Map
     return {"pools": out_pools, "diagnosis": findings, "not_ready": not_ready}
 
 
+DRA_NODE_LABEL = "gpuops.platform/sharing-dra"  # the DRA kubelet plugin's nodeSelector (any number of DRA pools)
 OWNER_ANNOTATION = "gpuops.platform/sharing-labels"  # the labels the gpu_sharing role set on a node (JSON list)
 MIG_DISABLED = "all-disabled"
 
@@ -269,8 +292,33 @@ def wanted_labels(pool: Mapping[str, Any]) -> dict[str, str]:
     if model == "mig":
         return {_sharing.MIG_CONFIG_LABEL: str(pool["mig_config"])}
     if model == "dra":
-        return {DEPLOY_DEVICE_PLUGIN: "false"}
+        return {DEPLOY_DEVICE_PLUGIN: "false", DRA_NODE_LABEL: "true"}
     return {}
+
+
+def mig_change_findings(
+    plan: Sequence[Mapping[str, Any]], pods: Mapping[str, Sequence[str]], allowed: bool
+) -> list[dict[str, Any]]:
+    """A MIG change (a new nvidia.com/mig.config on a node) while pods hold GPUs there fails on that node
+    (mig-manager cannot reconfigure a GPU in use): an error naming the pods, a warning when ``allowed``."""
+    out = []
+    for patch in plan:
+        if _sharing.MIG_CONFIG_LABEL not in patch["labels"] or not pods.get(patch["name"]):
+            continue
+        finding = _finding(
+            "sharing-mig-change-gpu-pods-running",
+            patch["name"],
+            [
+                f"{_sharing.MIG_CONFIG_LABEL} -> {patch['labels'][_sharing.MIG_CONFIG_LABEL]}",
+                "pods holding GPUs: " + ", ".join(pods[patch["name"]]),
+            ],
+            "Changing the MIG layout of a node stops its GPU workloads; mig-manager fails while they run.",
+            "Drain the GPU pods from the node first, or set gpu_sharing_allow_mig_change_with_gpu_pods: true.",
+        )
+        if allowed:
+            finding["severity"] = "warning"
+        out.append(finding)
+    return out
 
 
 def _owned(node: Mapping[str, Any]) -> list[str]:

@@ -27,6 +27,7 @@ FACTS = {
     "dgx-h100-1": {"accelerators": [H100] * 8, "nvidia_driver": {"version": "580.82.07"}},
 }
 LABEL = "nvidia.com/device-plugin.config"
+DRAL = _sharing_status.DRA_NODE_LABEL
 MIGL, STATE, DEPLOY = "nvidia.com/mig.config", "nvidia.com/mig.config.state", "nvidia.com/gpu.deploy.device-plugin"
 
 
@@ -41,7 +42,7 @@ def converged():
     return [
         node("pcie-l40s-0", {LABEL: "l40s-shared"}, {"nvidia.com/gpu": "8"}, [LABEL]),
         node("dgx-h100-0", {"pool": "mig", MIGL: "all-1g.10gb", STATE: "success"}, {"nvidia.com/gpu": "56"}, [MIGL]),
-        node("dgx-h100-1", {"pool": "dra", DEPLOY: "false"}, {"nvidia.com/gpu": "0"}, [DEPLOY]),
+        node("dgx-h100-1", {"pool": "dra", DEPLOY: "false", DRAL: "true"}, {"nvidia.com/gpu": "0"}, [DEPLOY, DRAL]),
         node("cpu-0", {"kubernetes.io/os": "linux"}),
     ]
 
@@ -278,3 +279,32 @@ def test_reader_core_lists_cluster_wide_or_in_a_namespace():
     assert reader.core("pods") == [{"metadata": {"name": "a"}}]
     assert reader.core("configmaps", "gpu-operator")
     assert http.paths == ["/api/v1/pods", "/api/v1/namespaces/gpu-operator/configmaps"] and reader.requests == 2
+
+
+def test_gpus_and_driver_from_gfd_labels_without_host_facts():
+    labels = {
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
+        "nvidia.com/cuda.driver.major": "580",
+    }
+    gpus = _sharing_status.nvidia_gpus(None, labels)
+    assert gpus == [{"vendor_id": "10de", "device_id": "2330"}] * 8
+    assert _sharing_status.driver_version(None, labels) == "580"
+    assert _sharing_status.nvidia_gpus(None, {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "Unknown"}) == [
+        {},
+        {},
+    ]
+
+
+@pytest.mark.parametrize("allowed, severity", [(False, "error"), (True, "warning")])
+def test_mig_change_with_gpu_pods(allowed, severity):
+    nodes = [node("dgx-h100-0", {"pool": "mig", MIGL: "all-disabled"}), node("dgx-h100-1", {"pool": "dra"})]
+    pods = [gpu_pod("train", "dgx-h100-0"), gpu_pod("infer", "dgx-h100-1")]
+    plan = sharing_plan({"gpu_sharing_pools": [MIG, DRA]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], pods, allowed)
+    (finding,) = plan["findings"]
+    assert finding["id"] == "sharing-mig-change-gpu-pods-running" and finding["severity"] == severity
+    assert finding["object"]["name"] == "dgx-h100-0" and "ml/train" in finding["evidence"][1]
+    # nothing to change on the node: no finding
+    nodes[0]["metadata"]["labels"][MIGL] = "all-1g.10gb"
+    again = sharing_plan({"gpu_sharing_pools": [MIG]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], pods)
+    assert again["findings"] == []
