@@ -48,6 +48,23 @@ def nvidia_resource_missing(view, node, labels, evidence):
             "nvidia.com/gpu.deploy.operands=false",
             fix=f"kubectl label node {name} nvidia.com/gpu.deploy.operands- (if the node should serve GPUs)",
         )
+    if (
+        labels.get("nvidia.com/gpu.deploy.device-plugin") == "false"
+        and labels.get("gpuops.platform/sharing-dra") == "true"
+    ):
+        return node_finding(
+            name,
+            fid="gpu-resource-missing",
+            severity="info",
+            evidence=[
+                *evidence,
+                "node labels nvidia.com/gpu.deploy.device-plugin=false, gpuops.platform/sharing-dra=true",
+            ],
+            cause="the device plugin is disabled on this node (a DRA pool of the gpu_sharing role: its GPUs are "
+            "ResourceSlice devices)",
+            fix=f"kubectl label node {name} nvidia.com/gpu.deploy.device-plugin- (if the node should advertise "
+            "nvidia.com/gpu)",
+        )
     mig_state = labels.get("nvidia.com/mig.config.state")
     if mig_state in ("pending", "rebooting"):
         return node_finding(

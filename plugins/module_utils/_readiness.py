@@ -106,11 +106,18 @@ def deployment(obj: Obj) -> Unmet:
 
 def gpu_node(node: Obj) -> Unmet:
     """A GPU node as ``_cluster_status.node_view`` builds it: condition Ready True and at least one GPU
-    allocatable (a node whose operands are disabled by nvidia.com/gpu.deploy.operands=false is ready as is)."""
+    allocatable (a node whose operands are disabled by nvidia.com/gpu.deploy.operands=false, or a DRA pool's node
+    with nvidia.com/gpu.deploy.device-plugin=false and gpuops.platform/sharing-dra=true, is ready as is)."""
     if not node.get("ready"):
         return f"condition Ready is not True ({node.get('ready_reason')}: {node.get('ready_message')})"
-    if (node.get("labels") or {}).get("nvidia.com/gpu.deploy.operands") == "false":
+    labels = node.get("labels") or {}
+    if labels.get("nvidia.com/gpu.deploy.operands") == "false":
         return None
+    if (
+        labels.get("nvidia.com/gpu.deploy.device-plugin") == "false"
+        and labels.get("gpuops.platform/sharing-dra") == "true"
+    ):
+        return None  # a DRA pool's node (gpu_sharing): its GPUs are ResourceSlice devices
     alloc = node.get("allocatable") or {}
     shared = alloc.get("nvidia.com/gpu.shared")
     if node.get("gpus", 0) > 0 or (isinstance(shared, int) and shared > 0):

@@ -73,7 +73,13 @@ def nvidia_gpus(facts: Mapping[str, Any] | None, labels: Mapping[str, str]) -> l
         count = int(labels.get(GPU_COUNT_LABEL, "0"))
     except ValueError:
         count = 0
-    ids = _ids_of_product(labels.get(GPU_PRODUCT_LABEL))
+    product = str(labels.get(GPU_PRODUCT_LABEL) or "")
+    ids = _ids_of_product(product)
+    if "-MIG-" in product and ids:
+        # strategy single: GFD counts the MIG devices (internal/lm/mig-strategy.go); the GPUs are count / per GPU
+        per_gpu = _gpu_catalog.mig_profiles(ids["vendor_id"], ids["device_id"]).get(product.split("-MIG-", 1)[1])
+        if per_gpu:
+            count //= per_gpu
     return [dict(ids) for _i in range(count)]
 
 

@@ -283,7 +283,7 @@ def test_reader_core_lists_cluster_wide_or_in_a_namespace():
 
 def test_gpus_and_driver_from_gfd_labels_without_host_facts():
     labels = {
-        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.count": "56",  # MIG strategy single: GFD counts the MIG devices
         "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
         "nvidia.com/cuda.driver.major": "580",
     }
@@ -308,3 +308,14 @@ def test_mig_change_with_gpu_pods(allowed, severity):
     nodes[0]["metadata"]["labels"][MIGL] = "all-1g.10gb"
     again = sharing_plan({"gpu_sharing_pools": [MIG]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], pods)
     assert again["findings"] == []
+
+
+def test_a_dra_node_without_device_plugin_is_a_ready_gpu_node():
+    from ansible_collections.gpuops.platform.plugins.module_utils import _diag_nvidia, _readiness
+
+    labels = {"nvidia.com/gpu.deploy.device-plugin": "false", DRAL: "true"}
+    assert _readiness.gpu_node({"ready": True, "labels": labels, "allocatable": {}, "gpus": 0}) is None
+    off = {"nvidia.com/gpu.deploy.device-plugin": "false"}  # without the DRA pool's label: not ready
+    assert _readiness.gpu_node({"ready": True, "labels": off, "allocatable": {}, "gpus": 0})
+    row = _diag_nvidia.nvidia_resource_missing({"operator_namespace": "gpu-operator"}, {"name": "n"}, labels, [])
+    assert row["severity"] == "info" and "DRA" in row["cause"]
