@@ -14,6 +14,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -315,6 +316,8 @@ class Lab:
         pki.write_kubeconfig(self.cfg.kubeconfig, self.cfg.pki, self.cfg.apiserver_url)
         kwok.write_config(self.cfg)
         charts.build_repo(self.cfg)
+        pushing: threading.Thread | None = None
+        pushed: dict[str, object] = {}
         for name in ORDER:
             proc = self.proc(name)
             if proc.alive():
@@ -326,16 +329,27 @@ class Lab:
             ready, what, timeout = self._ready_probe(name)
             wait_until(proc, ready, timeout, what)
             self.say(f"  {name}: ready (pid {proc.pid()}, log {proc.log})")
-            if name == "chart-registry":
-                t1 = time.monotonic()
-                refs = registry.push_charts(self.cfg)
-                self.say(
-                    f"  chart-registry: {len(refs)} charts pushed to {self.cfg.chart_registry_url} "
-                    f"in {time.monotonic() - t1:.1f}s"
-                )
+            if name == "chart-registry":  # the push runs while the next components start; joined below
+                pushing = threading.Thread(target=self._push_charts, args=(pushed,), daemon=True)
+                pushing.start()
+        if pushing is not None:
+            pushing.join()
+            if isinstance(pushed.get("error"), Exception):
+                raise pushed["error"]
         self.wait_namespace_sa("default")
         self.say(f"lab up in {time.monotonic() - t0:.1f}s; kubeconfig {self.cfg.kubeconfig}")
         return True
+
+    def _push_charts(self, out: dict[str, object]) -> None:
+        """Push the fixture charts to the OCI registry (registry.py); the error, if any, goes to out["error"]."""
+        t1 = time.monotonic()
+        try:
+            refs = registry.push_charts(self.cfg)
+        except Exception as exc:  # noqa: BLE001 - re-raised by up() in the main thread
+            out["error"] = exc
+            return
+        took = time.monotonic() - t1
+        self.say(f"  chart-registry: {len(refs)} charts pushed to {self.cfg.chart_registry_url} in {took:.1f}s")
 
     def wait_namespace_sa(self, ns: str, timeout: float = 30) -> None:
         """Pods need the namespace's default ServiceAccount (made by KCM); wait for it."""
