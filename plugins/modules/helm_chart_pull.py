@@ -10,7 +10,8 @@ module: helm_chart_pull
 short_description: Pull one pinned Helm chart from an OCI registry (oci://) and unpack it
 version_added: 0.4.0
 description:
-  - Read-only (nothing outside O(destination) is written), so it also runs in check mode. Used by the internal
+  - Read-only (it writes the chart into O(destination), and helm its own download cache, nothing else), so it also
+    runs in check mode. Used by the internal
     C(gpuops.platform.helm_release) role when the chart repository (or C(gpuops_chart_repo_mirror)) is an
     C(oci://) URL; C(https://) repositories keep the role's index read and download.
   - Runs the real helm registry client, C(helm pull oci://<host>/<path>/<chart> --version <version> --untar

@@ -104,3 +104,45 @@ def test_an_unreadable_ca_file_is_named_before_any_command(run_module, commands,
     result, failed = run_module(helm_chart_pull, args(tmp_path, ca_file=str(tmp_path / "missing.pem")))
     assert failed and result["reason"] == "invalid" and "missing.pem is not a readable file" in result["msg"]
     assert "gpuops_chart_repo_ca_file" in result["msg"] and commands.calls == []
+
+
+class _Unauthorized(Exception):
+    code = 401
+
+    def __init__(self, header):
+        super().__init__("HTTP Error 401: Unauthorized")
+        self.headers = {"WWW-Authenticate": header}
+
+
+@pytest.mark.parametrize(
+    ("challenge", "expected"),
+    [
+        (None, ["1.5.0", "1.6.0"]),  # an open registry answers at once
+        ('Bearer realm="https://ghcr.io/token",service="ghcr.io",scope="repository:k/c:pull"', ["1.5.0", "1.6.0"]),
+        ('Basic realm="registry"', _Unauthorized),  # no anonymous token to ask for: the 401 is the answer
+    ],
+    ids=["open", "anonymous-token", "basic"],
+)
+def test_list_tags_asks_for_an_anonymous_token_when_the_registry_wants_one(monkeypatch, challenge, expected):
+    calls = []
+
+    def get_json(url, ca_file, timeout, headers=None):
+        calls.append((url, headers))
+        if url.startswith("https://ghcr.io/token"):
+            return {"token": "t0k"}
+        if challenge and not headers:
+            raise _Unauthorized(challenge)
+        return {"name": "k/c", "tags": ["1.5.0", "1.6.0"]}
+
+    monkeypatch.setattr(helm_chart_pull, "_get_json", get_json)
+    if expected is _Unauthorized:
+        with pytest.raises(_Unauthorized):
+            helm_chart_pull.list_tags("oci://ghcr.io/k/c", None, 5)
+        return
+    assert helm_chart_pull.list_tags("oci://ghcr.io/k/c", None, 5) == expected
+    if challenge:
+        assert calls == [
+            ("https://ghcr.io/v2/k/c/tags/list", None),
+            ("https://ghcr.io/token?service=ghcr.io&scope=repository:k/c:pull", None),
+            ("https://ghcr.io/v2/k/c/tags/list", {"Authorization": "Bearer t0k"}),
+        ]
