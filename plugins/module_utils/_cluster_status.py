@@ -35,7 +35,16 @@ from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import
 CLUSTER_POLICY = ("nvidia.com", "v1", "clusterpolicies")
 DEVICE_CONFIG = ("amd.com", "v1alpha1", "deviceconfigs")
 
-_LABEL_PREFIXES = ("nvidia.com/", "amd.com/", "beta.amd.com/", f"{NFD}/pci-10de", f"{NFD}/pci-03", f"{NFD}/pci-1002")
+# gpuops.platform/sharing-: the gpu_sharing role's node labels (a DRA pool's node has no device plugin on purpose)
+_LABEL_PREFIXES = (
+    "nvidia.com/",
+    "amd.com/",
+    "beta.amd.com/",
+    f"{NFD}/pci-10de",
+    f"{NFD}/pci-03",
+    f"{NFD}/pci-1002",
+    "gpuops.platform/sharing-",
+)
 _GPU_RESOURCE = re.compile(r"^(nvidia\.com/gpu(\.shared)?|nvidia\.com/mig-.+|amd\.com/gpu.*)$")
 
 

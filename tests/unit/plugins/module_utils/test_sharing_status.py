@@ -319,3 +319,10 @@ def test_a_dra_node_without_device_plugin_is_a_ready_gpu_node():
     assert _readiness.gpu_node({"ready": True, "labels": off, "allocatable": {}, "gpus": 0})
     row = _diag_nvidia.nvidia_resource_missing({"operator_namespace": "gpu-operator"}, {"name": "n"}, labels, [])
     assert row["severity"] == "info" and "DRA" in row["cause"]
+
+
+def test_the_cluster_status_node_view_keeps_the_sharing_labels():
+    from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status
+
+    view = _cluster_status.node_view(node("n", {DRAL: "true", "team": "x"}), "nvidia")
+    assert view["labels"] == {DRAL: "true"}
