@@ -64,8 +64,9 @@ def resource_slice(node: Obj, gpu: GpuInfo) -> Obj:
         if gpu.model is not None:
             attrs["architecture"] = {"string": gpu.model.family.replace("-", " ").title()}
             attrs["cudaComputeCapability"] = {"version": f"{gpu.model.compute[0]}.{gpu.model.compute[1]}.0"}
-        if gpu.host_driver and gpu.host_driver.count(".") == 2:
-            attrs["driverVersion"] = {"version": gpu.host_driver}
+        if gpu.host_driver and gpu.host_driver.count(".") == 2 and gpu.host_driver.replace(".", "").isdigit():
+            # the API server wants semver 2.0.0: 570.124.06 is published as 570.124.6 (a semver parser's String())
+            attrs["driverVersion"] = {"version": ".".join(str(int(p)) for p in gpu.host_driver.split("."))}
         devices.append(
             {"name": f"gpu-{index}", "attributes": attrs, "capacity": {"memory": {"value": f"{gpu.memory_mib}Mi"}}}
         )

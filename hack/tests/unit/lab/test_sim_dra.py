@@ -60,7 +60,8 @@ def test_slice_per_plugin_node():
     assert dev["attributes"]["type"] == {"string": "gpu"}
     assert dev["attributes"]["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
     assert dev["attributes"]["uuid"]["string"].startswith("GPU-")
-    assert dev["attributes"]["driverVersion"] == {"version": "570.124.06"}
+    # semver 2.0.0: the API server refuses 570.124.06
+    assert dev["attributes"]["driverVersion"] == {"version": "570.124.6"}
     assert dev["capacity"]["memory"] == {"value": "81559Mi"}
     assert rs["metadata"]["ownerReferences"][0]["kind"] == "Node"
     # a deleted slice is republished
