@@ -123,14 +123,14 @@ def test_members_by_group_and_selector() -> None:
 
 def test_a_node_in_two_pools_is_named() -> None:
     both = {**DRA, "name": "all-dgx", "node_selector": None, "group": "dgx"}
-    _, found = sh.pool_members([MIG, both], NODES)
+    _members, found = sh.pool_members([MIG, both], NODES)
     assert ids(found) == ["sharing-node-in-two-pools"]
     assert found[0]["object"]["name"] == "dgx-h100-0"
     assert "dgx-mig, all-dgx" in found[0]["evidence"][0]
 
 
 def test_a_pool_matching_no_node_lists_the_nodes() -> None:
-    _, found = sh.pool_members([{**MIG, "node_selector": {"pool": "mgi"}}], NODES)
+    _members, found = sh.pool_members([{**MIG, "node_selector": {"pool": "mgi"}}], NODES)
     assert ids(found) == ["sharing-pool-empty"]
     assert "pool=mgi" in found[0]["evidence"][0] and "dgx-h100-0" in found[0]["evidence"][0]
 
