@@ -425,6 +425,12 @@ def expected_capacity(
     return {GPU: n}
 
 
+def is_gpu_resource(name: str) -> bool:
+    """A device-plugin GPU resource: whole or replicated GPUs (nvidia.com/gpu, nvidia.com/gpu.shared) or MIG devices
+    (nvidia.com/mig-<profile>)."""
+    return name == GPU or name.startswith(GPU + ".") or name.startswith("nvidia.com/mig-")
+
+
 def capacity_findings(
     expected: Mapping[str, Mapping[str, int]], advertised: Mapping[str, Mapping[str, Any]], pool_of: Mapping[str, str]
 ) -> list[Finding]:
@@ -433,9 +439,7 @@ def capacity_findings(
     out: list[Finding] = []
     for node, want in sorted(expected.items()):
         have = {k: int(str(v)) for k, v in (advertised.get(node) or {}).items() if k.startswith("nvidia.com/")}
-        names = sorted(
-            set(want) | {k for k, v in have.items() if v and (k == GPU or k.startswith(GPU + ".") or "/mig-" in k)}
-        )
+        names = sorted(set(want) | {k for k, v in have.items() if v and is_gpu_resource(k)})
         wrong = [
             f"{r}: expected {want.get(r, 0)}, advertised {have.get(r, 0)}"
             for r in names

@@ -102,7 +102,7 @@ def gpu_pods(pods: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
         names = {
             r for c in containers for f in ("limits", "requests") for r in ((c.get("resources") or {}).get(f) or {})
         }
-        if any(r == _sharing.GPU or r.startswith(_sharing.GPU + ".") or r.startswith("nvidia.com/mig-") for r in names):
+        if any(_sharing.is_gpu_resource(r) for r in names):
             out.setdefault(node, []).append(f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}")
     return {k: sorted(v) for k, v in out.items()}
 
