@@ -17,6 +17,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils import (
     _diagnosis,
     _network_status,
     _readiness,
+    _sharing_node,
     _sriov_policy,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
@@ -66,6 +67,17 @@ def collect(reader, operator_namespace, amd_namespace, network=None):
     return raw
 
 
+def collect_sharing(reader, raw, operator_namespace):
+    """For the SHARING column: the NVIDIA DRA driver's ResourceSlices (none when ``resource.k8s.io/v1`` is not
+    served) and, when the reconciled ClusterPolicy names a device-plugin ConfigMap, the ConfigMaps of
+    ``operator_namespace``. One or two list requests."""
+    name = _sharing_node.policy_config(raw["cluster_policies"])[0]
+    out = {"resource_slices": reader.objects("resource.k8s.io", "v1", "resourceslices") or []}
+    if name:
+        out["configmaps"] = reader.core("configmaps", operator_namespace) or []
+    return out
+
+
 def gather(reader, params, waiter=None):
     """collect + build_view (+ wait, when ``params['wait']`` is set: collect again until the objects and
     nodes it names are ready or ``waiter`` gives up) + diagnose: the module result (without ``changed``).
@@ -77,6 +89,8 @@ def gather(reader, params, waiter=None):
 
     def probe():
         raw = collect(reader, params["operator_namespace"], params["amd_namespace"], _network_status.settings(params))
+        if params.get("sharing"):
+            raw.update(collect_sharing(reader, raw, params["operator_namespace"]))
         view = build_view(raw, params, selector)
         if not wait:
             return view, []
@@ -584,6 +598,21 @@ def match_host_facts(host_facts, node_names):
     return out
 
 
+def sharing_of(raw, gpu_nodes):
+    """Set ``sharing`` (``_sharing_node.node_sharing``) on the NVIDIA nodes of ``gpu_nodes``."""
+    name, default = _sharing_node.policy_config(raw["cluster_policies"])
+    configs = None
+    if name:
+        cm = next((c for c in raw.get("configmaps") or () if (c.get("metadata") or {}).get("name") == name), None)
+        configs = dict((cm or {}).get("data") or {})
+    devices = _sharing_node.slice_devices(raw["resource_slices"])
+    for node in gpu_nodes.values():
+        if node["vendor"] == "nvidia" or node["name"] in devices:
+            node["sharing"] = _sharing_node.node_sharing(
+                node["labels"], node["allocatable"], configs, default, devices.get(node["name"])
+            )
+
+
 def build_view(raw, params, selector=None):
     """Everything the diagnosis rules and the result need, from the listed objects."""
     all_labels, gpu_nodes = {}, {}
@@ -633,6 +662,8 @@ def build_view(raw, params, selector=None):
     facts = match_host_facts(params.get("host_facts"), list(gpu_nodes))
     for name in facts:
         gpu_nodes[name]["host_facts"] = True
+    if "resource_slices" in raw:
+        sharing_of(raw, gpu_nodes)
     return {
         "operator_namespace": params["operator_namespace"],
         "amd_namespace": params["amd_namespace"],

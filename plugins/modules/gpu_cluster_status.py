@@ -182,6 +182,17 @@ options:
             namespace, or O(network.namespace) when the operator bundled in the Network Operator chart is used.
         type: str
         default: sriov-network-operator
+  sharing:
+    description:
+      - Also report the GPU sharing model each NVIDIA node runs (RV(nodes[].sharing)), read from the cluster alone -
+        ResourceSlices of the NVIDIA DRA driver, the C(nvidia.com/mig.config) label, and the device-plugin config
+        entry that the node's C(nvidia.com/device-plugin.config) label (or the ClusterPolicy's
+        C(devicePlugin.config.default)) names in the ConfigMap the ClusterPolicy names.
+      - One more list request (ResourceSlices of C(resource.k8s.io/v1), none when not served), two when the
+        ClusterPolicy names a ConfigMap (ConfigMaps in O(operator_namespace)).
+      - The pools and what they should advertise are the M(gpuops.platform.gpu_sharing_status) module's.
+    type: bool
+    default: false
   fail_on_error:
     description:
       - Fail when the diagnosis has a finding of severity V(error). The result is returned either way.
@@ -194,8 +205,9 @@ notes:
     C(nvidia-dcgm-exporter), C(nvidia-mig-manager) and C(nvidia-operator-validator), whose init containers run
     C(driver-validation), C(toolkit-validation), C(cuda-validation) and C(plugin-validation) in that order.
   - The user needs C(list) on nodes, on pods and DaemonSets in O(operator_namespace), on pods in O(amd_namespace),
-    on C(clusterpolicies.nvidia.com) and on C(deviceconfigs.amd.com); with O(wait.objects), C(list) on their kinds
-    in their namespaces; with O(network), C(list) on pods in O(network.namespace), on
+    on C(clusterpolicies.nvidia.com) and on C(deviceconfigs.amd.com); with O(sharing), C(list) on
+    C(resourceslices.resource.k8s.io) and on ConfigMaps in O(operator_namespace); with O(wait.objects), C(list) on
+    their kinds in their namespaces; with O(network), C(list) on pods in O(network.namespace), on
     C(nicclusterpolicies.mellanox.com), on C(sriovnetworknodestates.sriovnetwork.openshift.io) in
     O(network.sriov_namespace) and on C(poddisruptionbudgets.policy) in all namespaces.
   - Network Operator facts used (v26.4.1) - only the NicClusterPolicy named C(nic-cluster-policy) is reconciled, any
@@ -313,6 +325,29 @@ nodes:
     host_facts:
       description: Whether O(host_facts) held facts for this node.
       type: bool
+    sharing:
+      description:
+        - With O(sharing), on NVIDIA nodes (and nodes with DRA ResourceSlices) - the sharing model the node runs.
+      returned: when O(sharing) is true
+      type: dict
+      contains:
+        model:
+          description:
+            - V(exclusive), V(time_slicing), V(mps), V(mig), V(dra), or V(unknown) when the config entry the node
+              names is missing from the ConfigMap or does not parse (the device plugin fails on that node).
+          type: str
+        detail:
+          description: The config entry and its replicas, the MIG config and its state, or the DRA devices.
+          type: str
+          sample: ts-l40s x4
+        advertised:
+          description: The GPU resources the node advertises (allocatable), integers.
+          type: dict
+          sample: {"nvidia.com/gpu.shared": 16}
+        summary:
+          description: Model, detail and advertised resources in one line (the readiness table's SHARING column).
+          type: str
+          sample: "time_slicing ts-l40s x4: nvidia.com/gpu.shared=16"
     operands:
       description: Operand pods on the node (pods of DaemonSets in O(operator_namespace) and O(amd_namespace)).
       type: list
@@ -638,6 +673,7 @@ ARGUMENT_SPEC = dict(
             "sriov_namespace": {"type": "str", "default": "sriov-network-operator"},
         },
     },
+    sharing={"type": "bool", "default": False},
     fail_on_error={"type": "bool", "default": False},
 )
 

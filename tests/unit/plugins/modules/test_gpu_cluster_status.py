@@ -261,3 +261,63 @@ def test_vendor_choices(api, run_module):
     api(FakeReader([NODE_OK]))
     result, failed = run_module(gpu_cluster_status, {"vendor": ["intel"]})
     assert failed and "value of vendor must be one or more of: nvidia, amd" in result["msg"]
+
+
+class SharingReader(FakeReader):
+    """Serves ResourceSlices and the operator namespace's ConfigMaps too (O(sharing))."""
+
+    def __init__(self, nodes, cluster_policies, configmaps, slices):
+        super().__init__(nodes, cluster_policies)
+        self._cms, self._slices = configmaps, slices
+
+    def core(self, plural, namespace=None):
+        assert (plural, namespace) == ("configmaps", "gpu-operator")
+        return self._list(self._cms)
+
+    def objects(self, group, version, plural, namespace=None):
+        assert (group, version, plural, namespace) == ("resource.k8s.io", "v1", "resourceslices", None)
+        return self._list(self._slices)
+
+
+def _node(name, labels, alloc):
+    return {
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.present": "true", **labels}},
+        "status": {"allocatable": alloc, "capacity": alloc, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_sharing_column(api, run_module, named):
+    policy = {
+        "metadata": {"name": "cluster-policy", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"devicePlugin": {"config": {"name": "sharing", "default": "exclusive"}} if named else {}},
+    }
+    cm = {
+        "metadata": {"name": "sharing"},
+        "data": {
+            "exclusive": "version: v1\n",
+            "ts": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 4}\n",
+        },
+    }
+    nodes = [
+        _node("ts-0", {"nvidia.com/device-plugin.config": "ts"}, {"nvidia.com/gpu": "16"}),
+        _node("dra-0", {"nvidia.com/gpu.deploy.device-plugin": "false"}, {}),
+        _node("plain-0", {}, {"nvidia.com/gpu": "8"}),
+    ]
+    slices = [{"spec": {"driver": "gpu.nvidia.com", "nodeName": "dra-0", "devices": [{}] * 8}}]
+    api(SharingReader(nodes, [policy], [cm], slices))
+    result, failed = run_module(gpu_cluster_status, {"sharing": True})
+    assert not failed
+    got = {n["name"]: n["sharing"]["summary"] for n in result["nodes"]}
+    assert got["dra-0"] == "dra 8 device(s) in ResourceSlices: nothing advertised"
+    if named:
+        assert result["api_requests"] == 8  # six lists, ResourceSlices, the operator namespace's ConfigMaps
+        assert got["ts-0"] == "time_slicing ts x4: nvidia.com/gpu=16"
+        assert got["plain-0"] == "exclusive exclusive: nvidia.com/gpu=8"
+    else:
+        assert result["api_requests"] == 7  # no ConfigMap named: no ConfigMap read
+        assert got["ts-0"] == "exclusive: nvidia.com/gpu=16"
+    # without the option nothing more is read and nodes have no sharing
+    api(SharingReader(nodes, [policy], [cm], slices))
+    plain, failed = run_module(gpu_cluster_status, {})
+    assert not failed and plain["api_requests"] == 6 and all("sharing" not in n for n in plain["nodes"])
