@@ -1,0 +1,38 @@
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Action plugin of gpuops.platform.report: print a text verbatim on the controller (see the module's docs)."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+display = Display()
+
+ARGUMENT_SPEC = {
+    "text": {"type": "str", "required": True},
+    "title": {"type": "str"},
+}
+
+
+def report_lines(text, title=None):
+    """The lines to print: the title, then each line of ``text`` without trailing whitespace."""
+    lines = [title] if title else []
+    lines += [line.rstrip() for line in (text or "").splitlines()]
+    return lines
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        lines = report_lines(args["text"], args.get("title"))
+        if lines:
+            display.display("\n".join(lines))
+        result.update(changed=False, lines=lines)
+        return result
