@@ -16,7 +16,9 @@ description:
   - Returns the findings C({id, severity, object, evidence, cause, fix}); each names the variable path.
 options:
   _input:
-    description: The role's variables, keyed by their full names (C(gpu_sharing_pools), C(gpu_sharing_mig_strategy)).
+    description:
+      - The role's variables, keyed by their full names (C(gpu_sharing_pools), C(gpu_sharing_mig_strategy),
+        C(gpu_sharing_mig_configs)).
     type: dict
     required: true
 """
@@ -47,7 +49,7 @@ def sharing_input_findings(variables):
         raise AnsibleFilterError("sharing_input_findings expects the gpu_sharing_* variables as a dict")
     return _sharing.pool_input_findings(
         variables.get(_sharing.VAR_POOLS), variables.get(_sharing.VAR_MIG_STRATEGY, "single")
-    )
+    ) + _sharing.mig_configs_input_findings(variables.get(_sharing.VAR_MIG_CONFIGS))
 
 
 class FilterModule:

@@ -19,7 +19,9 @@ description:
 positional: nodes, groups, host_facts, kubernetes_version, served_versions, pods, allow_mig_change
 options:
   _input:
-    description: The role's variables (C(gpu_sharing_pools), C(gpu_sharing_mig_strategy)); no pools for state absent.
+    description:
+      - The role's variables (C(gpu_sharing_pools), C(gpu_sharing_mig_strategy), C(gpu_sharing_mig_configs)); no pools
+        for state absent.
     type: dict
     required: true
   nodes:
@@ -66,7 +68,8 @@ _value:
   description:
     - C(members) (pool -> nodes), C(findings), C(configs) (entry -> YAML text), C(labels) (per node
       C({name, labels, annotations}) to merge-patch), C(expected) (node -> resource -> count), C(mig_nodes),
-      C(dra_nodes).
+      C(dra_nodes), C(mig_parted_config) (the custom MIG ConfigMap's C(config.yaml); empty without
+      C(gpu_sharing_mig_configs)).
   type: dict
 """
 
@@ -96,6 +99,8 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
         raise AnsibleFilterError("sharing_plan expects the gpu_sharing_* variables (dict) and the nodes (list)")
     pools = list(variables.get(_sharing.VAR_POOLS) or [])
     strategy = variables.get(_sharing.VAR_MIG_STRATEGY) or "single"
+    # through JSON: the variables' values are Ansible's tagged types, which safe_dump does not represent
+    mig_configs = json.loads(json.dumps(variables.get(_sharing.VAR_MIG_CONFIGS) or {}))
     groups = groups or {}
     by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
     member_input = {
@@ -108,7 +113,7 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
     members, findings = _sharing.pool_members(pools, member_input)
     facts = _cluster_status.match_host_facts(host_facts or {}, list(by_name))
     gpus = {name: _sharing_status.nvidia_gpus(facts.get(name), member_input[name]["labels"]) for name in by_name}
-    findings += _sharing.mig_findings(pools, members, gpus)
+    findings += _sharing.mig_findings(pools, members, gpus, mig_configs)
     drivers = {name: _sharing_status.driver_version(facts.get(name), member_input[name]["labels"]) for name in by_name}
     findings += _sharing.dra_findings(pools, members, kubernetes_version or "", list(served_versions or []), drivers)
     configs = {
@@ -117,7 +122,7 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
         for entry, cfg in _sharing.device_plugin_configs(pools).items()
     }
     expected = {
-        node: _sharing.expected_capacity(pool, gpus[node], strategy)
+        node: _sharing.expected_capacity(pool, gpus[node], strategy, mig_configs)
         for pool in pools
         for node in members.get(pool["name"], ())
     }
@@ -129,6 +134,12 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
         "members": members,
         "findings": findings,
         "configs": configs,
+        # the custom MIG ConfigMap's config.yaml (mig-parted v1), empty without custom configs
+        "mig_parted_config": yaml.safe_dump(
+            _sharing.mig_parted_config(mig_configs), default_flow_style=False, sort_keys=True
+        )
+        if mig_configs
+        else "",
         "labels": labels,
         "expected": expected,
         "mig_nodes": sorted(n for p in pools if p.get("model") == "mig" for n in members.get(p["name"], ())),

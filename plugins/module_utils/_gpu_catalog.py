@@ -258,6 +258,54 @@ MIG_PROFILES: dict[tuple[str, str], dict[str, int]] = {
     (NVIDIA, "2901"): _MIG_B200,
     (NVIDIA, "3182"): _MIG_B300,
 }
+
+
+# Slices per MIG profile: profile -> (compute slices, memory slices), and the slices of one GPU. Source (checked
+# 2026-11-23): NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles", the columns "Fraction of SMs" (n/7;
+# n/4 on A30) and "Fraction of Memory" (n/8; n/4 on A30) of each product's table: e.g. H100 80GB 1g.10gb 1/7 SMs
+# 1/8 memory, 1g.20gb 1/7 and 2/8, 3g.40gb 3/7 and 4/8, 7g.80gb 7/7 and 8/8. +me profiles take the slices of
+# their base profile. The sums are a necessary condition for a layout (GPU instance placement can refuse some
+# mixes that fit them, which mig-manager then reports as failed).
+def _slices(small: str, large: str, two: str, three: str, four: str, seven: str) -> dict[str, tuple[int, int]]:
+    return {
+        small: (1, 1),
+        small + "+me": (1, 1),
+        large: (1, 2),
+        two: (2, 2),
+        three: (3, 4),
+        four: (4, 4),
+        seven: (7, 8),
+    }
+
+
+_SLICES_A100_40GB = _slices("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+_SLICES_80GB = _slices("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+_SLICES_H100_NVL = _slices("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")
+_SLICES_H200 = _slices("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")
+_SLICES_B200 = _slices("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb")
+_SLICES_B300 = _slices("1g.34gb", "1g.67gb", "2g.67gb", "3g.135gb", "4g.135gb", "7g.269gb")
+_SLICES_A30 = {"1g.6gb": (1, 1), "1g.6gb+me": (1, 1), "2g.12gb": (2, 2), "2g.12gb+me": (2, 2), "4g.24gb": (4, 4)}
+_SLICES_BY_PROFILES = [
+    (_MIG_A100_40GB, _SLICES_A100_40GB),
+    (_MIG_80GB, _SLICES_80GB),
+    (_MIG_H100_NVL, _SLICES_H100_NVL),
+    (_MIG_H200, _SLICES_H200),
+    (_MIG_B200, _SLICES_B200),
+    (_MIG_B300, _SLICES_B300),
+    (_MIG_A30, _SLICES_A30),
+]
+
+
+def mig_slices(vendor_id: str | None, device_id: str | None) -> tuple[dict[str, tuple[int, int]], tuple[int, int]]:
+    """(profile -> (compute slices, memory slices), the GPU's (compute, memory) slices); ({}, (0, 0)) without MIG."""
+    profiles = MIG_PROFILES.get(((vendor_id or "").lower(), (device_id or "").lower()))
+    for table, slices in _SLICES_BY_PROFILES:
+        if profiles is table:
+            total = (4, 4) if table is _MIG_A30 else (7, 8)
+            return dict(slices), total
+    return {}, (0, 0)
+
+
 # mig-parted balanced.go balancedFormula: slices of the GPU -> compute slices (the "Ng" of a profile) -> count
 _BALANCED_FORMULA = {7: {1: 2, 2: 1, 3: 1}, 4: {1: 2, 2: 1}}
 

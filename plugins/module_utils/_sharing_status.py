@@ -135,8 +135,14 @@ def _advertised(node: Mapping[str, Any]) -> dict[str, int]:
     return {k: int(v) for k, v in _cluster_status.gpu_resources(alloc).items() if k.startswith("nvidia.com/")}
 
 
-def _mig_failed_reason(pool: Mapping[str, Any], node: str, gpus: list[dict[str, Any]], pods: list[str]) -> str:
-    invalid = _sharing.mig_findings([pool], {pool["name"]: [node]}, {node: gpus})
+def _mig_failed_reason(
+    pool: Mapping[str, Any],
+    node: str,
+    gpus: list[dict[str, Any]],
+    pods: list[str],
+    mig_configs: Mapping[str, Any] | None = None,
+) -> str:
+    invalid = _sharing.mig_findings([pool], {pool["name"]: [node]}, {node: gpus}, mig_configs)
     if invalid:
         return "; ".join(invalid[0]["evidence"])
     if pods:
@@ -144,10 +150,10 @@ def _mig_failed_reason(pool: Mapping[str, Any], node: str, gpus: list[dict[str, 
     return "see the nvidia-mig-manager pod's log on the node"
 
 
-def _node_row(pool, name, node, gpus, strategy, slices, pods, configs):  # pylint: disable=too-many-arguments,too-many-positional-arguments,too-many-locals
+def _node_row(pool, name, node, gpus, strategy, slices, pods, configs, mig_configs=None):  # pylint: disable=too-many-arguments,too-many-positional-arguments,too-many-locals
     labels = _meta(node).get("labels") or {}
     model = pool["model"]
-    expected = _sharing.expected_capacity(pool, gpus, strategy)
+    expected = _sharing.expected_capacity(pool, gpus, strategy, mig_configs)
     row: dict[str, Any] = {
         "name": name,
         "pool": pool["name"],
@@ -188,7 +194,7 @@ def _node_row(pool, name, node, gpus, strategy, slices, pods, configs):  # pylin
                 f"label {_sharing.MIG_CONFIG_LABEL} is {labels.get(_sharing.MIG_CONFIG_LABEL)!r}, want {want!r}"
             )
         elif state == "failed":
-            reason = _mig_failed_reason(pool, name, gpus, pods)
+            reason = _mig_failed_reason(pool, name, gpus, pods, mig_configs)
             row["mig_failed_reason"] = reason
             findings.append(
                 _finding(
@@ -259,6 +265,7 @@ def view(raw: Mapping[str, Any], pools: Sequence[Mapping[str, Any]], params: Map
                 slices.get(name, []),
                 pods.get(name, []) if pool["model"] == "mig" else [],
                 configs,
+                params.get("mig_configs") or None,
             )
             rows.append(row)
             findings += got

@@ -62,6 +62,12 @@ options:
   config_map:
     description: Name of the device-plugin ConfigMap in O(namespace) whose entries the nodes' config labels must name.
     type: str
+  mig_configs:
+    description:
+      - Custom mig-parted configs (name -> list of entries, mig-parted C(version: v1)) that the ClusterPolicy's
+        C(migManager.config.name) ConfigMap holds; the MIG pools' names and expected capacity come from them (the
+        role's C(gpu_sharing_mig_configs)). Invalid ones fail the module before any read.
+    type: dict
   wait:
     description:
       - Wait until every pool node has its labels, every MIG node C(nvidia.com/mig.config.state=success), every
@@ -178,6 +184,7 @@ ARGUMENT_SPEC = dict(
     host_facts={"type": "dict"},
     namespace={"type": "str", "default": "gpu-operator"},
     config_map={"type": "str"},
+    mig_configs={"type": "dict"},
     wait={
         "type": "dict",
         "options": {"timeout": {"type": "int", "default": 300}, "sleep": {"type": "int", "default": 5}},
@@ -189,6 +196,7 @@ ARGUMENT_SPEC = dict(
 def status(ctx):
     params = ctx.params
     bad = _sharing.pool_input_findings(params["pools"], params["mig_strategy"])
+    bad += _sharing.mig_configs_input_findings(params.get("mig_configs"))
     if bad:
         raise InvalidInput(
             "invalid pools: " + "; ".join(f"{f['object']['name']}: {f['cause']}" for f in bad), findings=bad
