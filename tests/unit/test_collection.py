@@ -75,3 +75,9 @@ def test_dependencies_are_exactly_the_collections_used():
         used |= set(re.findall(r"^\s*(?:- )?([a-z0-9_]+\.[a-z0-9_]+)\.[a-z0-9_]+:", path.read_text(), re.M))
     used -= {"ansible.builtin", "gpuops.platform"}
     assert used == set(_galaxy()["dependencies"]), f"used: {sorted(used)}"
+
+
+def test_example_inventory_has_nothing_of_the_lab():
+    """inventories/example is what a real site copies: no simulated hardware profile, no lab state path."""
+    text = "\n".join(p.read_text() for p in sorted((REPO / "inventories/example").rglob("*.yml")))
+    assert "gpuops_hardware_profile" not in text and "_gpuops_lab_state" not in text and "GPUOPS_LAB" not in text
