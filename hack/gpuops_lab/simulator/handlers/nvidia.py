@@ -47,7 +47,9 @@ What it writes (upstream behaviour unless marked *sim*):
   (annotation `sim.gpuops.io/device-plugin-config`) until the label changes or the pod is recreated.
 - MIG: mig-manager v0.15.0's generated configs (sharing.mig_devices) and its `nvidia.com/mig.config.state`
   sequence (`_mig_manager`): failed at once for a name the GPU lacks; pending with the GPU clients' deploy labels
-  `paused-for-mig-change`, then success (labels restored), or failed while workload pods hold NVIDIA GPUs.
+  `paused-for-mig-change`, then success (labels restored), or failed while workload pods hold NVIDIA GPUs. With
+  `spec.migManager.config.name` mig-manager reads that ConfigMap's `config.yaml` only (`_mig_custom`,
+  sharing.parse_mig_parted / custom_mig_devices): its names, valid for the GPU -> success, else failed.
 - GFD (gpu-feature-discovery v0.20.0, which uses the NFD NodeFeature API by default: flag
   `--use-node-feature-api`, default true since v0.19.0; the operator sets `USE_NODE_FEATURE_API=false`
   only on OpenShift) does not label the node itself. Per GPU node where its pod serves, it writes a
@@ -829,13 +831,29 @@ def node_health(
     return NodeHealth(driver_down, toolkit_down, plans, tuple(reasons))
 
 
-def mig_apply(gpu: GpuInfo | None, config: str | None) -> tuple[str | None, dict[str, int] | None]:
+MigCustom = Mapping[str, Any] | sharing.ConfigError | None
+
+
+def mig_apply(
+    gpu: GpuInfo | None, config: str | None, custom: MigCustom = None
+) -> tuple[str | None, dict[str, int] | None]:
     """(mig.config.state, MIG devices per GPU: profile -> count, None when MIG is off) for a node's MIG config
     label, as mig-manager v0.15.0 applies the configs it generates (sharing.mig_devices): a name it has for
     this GPU -> success; any other -> failed (`mig-parted assert --valid-config` fails before anything
-    changes), MIG left as it was (*sim*: off)."""
+    changes), MIG left as it was (*sim*: off). With a custom config file (``custom``: its mig-configs, or the
+    ConfigError it fails with) only its names exist (sharing.custom_mig_devices)."""
     if not config or gpu is None or not gpu.mig_capable or gpu.model is None:
         return None, None
+    if custom is not None:
+        if isinstance(custom, sharing.ConfigError) or config not in custom:
+            return "failed", None
+        try:
+            custom_devices = sharing.custom_mig_devices(
+                custom[config], dict(gpu.model.mig_profiles), gpu.device_id, gpu.count
+            )
+        except sharing.ConfigError:
+            return "failed", None
+        return "success", custom_devices
     devices = sharing.mig_devices(dict(gpu.model.mig_profiles), config)
     if devices is None:
         return "failed", None
@@ -1281,6 +1299,7 @@ class ClusterPolicyHandler(Handler):
         pods = pods_by_node_and_owner(ctx.list(POD, namespace=namespace), owners)
         gfd_ds = ctx.get(DAEMONSET, GFD_DAEMONSET, namespace) if GFD_DAEMONSET in owners else None
         strategy = str((spec.get("mig") or {}).get("strategy") or "single")
+        mig_custom = self._mig_custom(ctx, spec, namespace)
         driver_spec = spec.get("driver") or {}
         not_ready: set[str] = set()
         gpu_nodes = 0
@@ -1309,7 +1328,7 @@ class ClusterPolicyHandler(Handler):
             dp_cfg, dp_plan, dp_keep = sharing.NO_SHARING, None, False
             dp_pod = pods.get((name, OPERAND_BY_KEY["device-plugin"].daemonset))
             if dp_pod is not None and not health.driver_down and not health.toolkit_down:
-                mig_on = mig_apply(gpu, labels.get(MIG_CONFIG))[1] is not None
+                mig_on = mig_apply(gpu, labels.get(MIG_CONFIG), mig_custom)[1] is not None
                 dp_cfg, dp_plan, dp_keep = self._device_plugin_config(ctx, spec, namespace, labels, dp_pod, mig_on)
             for op in on_node:
                 pod = pods.get((name, op.daemonset))
@@ -1338,7 +1357,7 @@ class ClusterPolicyHandler(Handler):
             # MIG (mig-manager applies nvidia.com/mig.config)
             mig_devices: dict[str, int] | None = None
             if serving["mig-manager"]:
-                node, mig_devices, mig_requeue = self._mig_manager(ctx, node, gpu, namespace)
+                node, mig_devices, mig_requeue = self._mig_manager(ctx, node, gpu, namespace, mig_custom)
                 if mig_requeue is not None:
                     requeue = min(requeue or mig_requeue, mig_requeue)
             mig_profile, per_gpu = (
@@ -1401,8 +1420,23 @@ class ClusterPolicyHandler(Handler):
         self._write_status(ctx, cp, state, namespace, conditions)
         return requeue
 
+    def _mig_custom(self, ctx: Context, spec: Mapping[str, Any], namespace: str) -> MigCustom:
+        """The custom mig-parted configs the ClusterPolicy names (migManager.config.name: a ConfigMap of the
+        operator's namespace, key config.yaml), or the ConfigError mig-manager fails with; None without one."""
+        name = ((spec.get("migManager") or {}).get("config") or {}).get("name")
+        if not name:
+            return None
+        cm = ctx.get(CONFIGMAP, str(name), namespace)
+        text = ((cm or {}).get("data") or {}).get("config.yaml")
+        if text is None:
+            return sharing.ConfigError(f"failed to read custom config /mig-parted-config/config.yaml ({name})")
+        try:
+            return sharing.parse_mig_parted(text)
+        except sharing.ConfigError as exc:
+            return exc
+
     def _mig_manager(
-        self, ctx: Context, node: Obj, gpu: GpuInfo | None, namespace: str
+        self, ctx: Context, node: Obj, gpu: GpuInfo | None, namespace: str, custom: MigCustom = None
     ) -> tuple[Obj, dict[str, int] | None, float | None]:
         """mig-manager v0.15.0 (pkg/mig/reconfigure/reconfigure.go Run) on a node where its pod serves: returns
         (node, MIG devices per GPU in effect, requeue). A name it does not generate for the GPU -> state `failed`
@@ -1416,10 +1450,13 @@ class ClusterPolicyHandler(Handler):
         change). What is applied is recorded in the node annotation MIG_MANAGER_ANNOTATION (*sim*)."""
         labels = labels_of(node)
         want = labels.get(MIG_CONFIG)
-        state, devices = mig_apply(gpu, want)
+        state, devices = mig_apply(gpu, want, custom)
         mark = instance_mark(node, MIG_MANAGER_ANNOTATION, self.instance) or {}
         applied = mark.get("applied") or MIG_DISABLED
-        in_effect = mig_apply(gpu, applied)[1]
+        # what the GPUs hold: the applied name in the file mig-manager reads now, else as it was generated
+        now, in_effect = mig_apply(gpu, applied, custom)
+        if now == "failed":
+            in_effect = mig_apply(gpu, applied)[1]
         if state is None:
             return node, None, None
         if state == "failed":

@@ -201,3 +201,111 @@ def mig_devices(profiles: Mapping[str, int], config: str) -> dict[str, int] | No
 
 def mig_enabled(config: str | None) -> bool:
     return bool(config) and config != "all-disabled"
+
+
+# --------------------------------------------------------------------------------------------------
+# Custom mig-parted configs (ClusterPolicy migManager.config.name; NVIDIA/mig-parted v0.15.0)
+# --------------------------------------------------------------------------------------------------
+# The ConfigMap's key config.yaml is mounted as /mig-parted-config/config.yaml and CONFIG_FILE points at it
+# (gpu-operator v26.7.0 controllers/object_controls.go); mig-manager then uses that file only and generates nothing
+# (cmd/nvidia-mig-manager/main.go setupMigConfig). api/spec/v1/spec.go parses it: `version: v1`, `mig-configs`
+# name -> non-empty list of {devices: all | [int], mig-enabled: bool (both required), mig-devices (required when
+# enabled, none when disabled), device-filter}; unknown fields fail. Applying walks the entries over the GPUs
+# (cmd/nvidia-mig-parted/assert WalkSelectedMigConfigForEachGPU: device-filter 0x<device><vendor>, then the
+# index); nvidia-smi refuses a profile the GPU lacks or a layout beyond its slices -> state failed.
+_ENTRY_KEYS = {"devices", "mig-enabled", "mig-devices", "device-filter"}
+
+
+def parse_mig_parted(text: str | None) -> dict[str, list[Mapping[str, Any]]]:
+    """The mig-configs of a mig-parted config file; ConfigError as `nvidia-mig-parted assert --valid-config`."""
+    try:
+        data = yaml.safe_load(text or "")
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"unmarshal error: {exc}") from None
+    if not isinstance(data, Mapping) or data.get("version") != "v1":
+        raise ConfigError(f"unknown version: {(data or {}).get('version') if isinstance(data, Mapping) else data}")
+    configs = data.get("mig-configs")
+    extra = set(data) - {"version", "mig-configs"}
+    if extra:
+        raise ConfigError(f"unexpected field: {sorted(extra)[0]}")
+    if not isinstance(configs, Mapping) or not configs:
+        raise ConfigError("at least one entry in 'mig-configs' is required")
+    for name, entries in configs.items():
+        if not isinstance(entries, list) or not entries:
+            raise ConfigError(f"at least one entry in '{name}' is required")
+        for entry in entries:
+            if not isinstance(entry, Mapping):
+                raise ConfigError(f"{name}: an entry is not a mapping")
+            for key in ("devices", "mig-enabled"):
+                if key not in entry:
+                    raise ConfigError(f"missing required field: {key}")
+            if set(entry) - _ENTRY_KEYS:
+                raise ConfigError(f"unexpected field: {sorted(set(entry) - _ENTRY_KEYS)[0]}")
+            devices = entry["devices"]
+            if devices != "all" and not (isinstance(devices, list) and all(isinstance(d, int) for d in devices)):
+                raise ConfigError(f"invalid string input for 'devices': {devices}")
+            if not isinstance(entry["mig-enabled"], bool):
+                raise ConfigError("cannot unmarshal mig-enabled")
+            mig = entry.get("mig-devices")
+            if entry["mig-enabled"] and mig is None:
+                raise ConfigError("missing required field 'mig-devices' when 'mig-enabled' is true")
+            if not entry["mig-enabled"] and mig:
+                raise ConfigError("MIG devices included when 'mig-enabled' is false")
+            if mig is not None and (
+                not isinstance(mig, Mapping) or any(not isinstance(c, int) or c < 0 for c in mig.values())
+            ):
+                raise ConfigError("error validating values in 'mig-devices' field")
+    return {str(k): list(v) for k, v in configs.items()}
+
+
+def _filter_matches(entry: Mapping[str, Any], device_id: str) -> bool:
+    dfilter = entry.get("device-filter")
+    if not dfilter:
+        return True
+    want = (int(device_id, 16) << 16) | 0x10DE
+    for item in [dfilter] if isinstance(dfilter, str) else dfilter:
+        try:
+            if int(str(item).split(":", 1)[0], 0) == want:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _slices(profile: str, largest_gb: int, memory_slices: int) -> tuple[int, int]:
+    """(compute, memory) slices of a profile, from its name: <G>g is the compute slices; the memory slices are its
+    share of the GPU's largest profile (7g.80gb: 8 slices of ~10 GB; A30's 4g.24gb: 4 of 6 GB)."""
+    g, mem = profile.split("+", 1)[0].split(".", 1)
+    return int(g.rstrip("g")), round(int(mem.rstrip("gb")) / (largest_gb / memory_slices))
+
+
+def custom_mig_devices(
+    entries: list[Mapping[str, Any]], profiles: Mapping[str, int], device_id: str, count: int
+) -> dict[str, int] | None:
+    """MIG devices per GPU a custom config makes on `count` GPUs of PCI device `device_id` with these profiles
+    ({} for MIG enabled without devices), None when MIG stays disabled; ConfigError when nvidia-smi would refuse
+    (a profile the GPU lacks, more instances or slices than it has) or, *sim*, when the GPUs' layouts differ (the
+    simulator advertises one layout per node)."""
+    largest = max(profiles, key=lambda p: int(p.split("g.", 1)[0]))
+    total_compute = int(largest.split("g.", 1)[0])
+    memory_slices = 8 if total_compute == 7 else total_compute
+    largest_gb = int(largest.split(".", 1)[1].split("+", 1)[0].rstrip("gb"))
+    layouts: list[dict[str, int] | None] = [None] * count
+    for entry in entries:
+        if not _filter_matches(entry, device_id):
+            continue
+        for i in range(count):
+            if entry["devices"] == "all" or i in entry["devices"]:
+                layouts[i] = dict(entry.get("mig-devices") or {}) if entry["mig-enabled"] else None
+    for layout in layouts:
+        for profile, n in (layout or {}).items():
+            if profile not in profiles:
+                raise ConfigError(f"Unable to create GPU instance: profile {profile} not supported on this GPU")
+            if n > profiles[profile]:
+                raise ConfigError(f"Unable to create {n} GPU instances of {profile}: insufficient resources")
+        used = [_slices(p, largest_gb, memory_slices) for p, n in (layout or {}).items() for _k in range(n)]
+        if sum(c for c, _m in used) > total_compute or sum(m for _c, m in used) > memory_slices:
+            raise ConfigError("Unable to create GPU instances: insufficient resources")
+    if any(layout != layouts[0] for layout in layouts):
+        raise ConfigError("*sim*: GPUs of one node with different MIG layouts are not simulated")
+    return {p: n for p, n in (layouts[0] or {}).items() if n} if layouts and layouts[0] is not None else None
