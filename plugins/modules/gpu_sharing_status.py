@@ -64,7 +64,7 @@ options:
     type: str
   mig_configs:
     description:
-      - Custom mig-parted configs (name -> list of entries, mig-parted C(version: v1)) that the ClusterPolicy's
+      - Custom mig-parted configs (name -> list of entries, mig-parted format C(v1)) that the ClusterPolicy's
         C(migManager.config.name) ConfigMap holds; the MIG pools' names and expected capacity come from them (the
         role's C(gpu_sharing_mig_configs)). Invalid ones fail the module before any read.
     type: dict
