@@ -2,8 +2,9 @@
 DynamicResources plugin on by default, the kube-controller-manager's resourceclaim controller creating claims
 from templates): the fixture chart dra-driver-nvidia-gpu 0.4.1 installs the DeviceClasses and the kubelet-plugin
 DaemonSet, the simulator's kubelet plugin (an in-process instance for this test's node) publishes the node's
-ResourceSlice, and the scheduler places a pod asking for 1 `gpu.nvidia.com` device and leaves one asking for
-more GPUs than any node has Pending."""
+ResourceSlice, and the scheduler places the pods of every example the gpu_sharing role ships
+(roles/gpu_sharing/files/examples/dra: one GPU, two GPUs, a GPU selected by its memory; 4 GPUs together, the
+node's 4) and leaves one asking for more GPUs than any node has Pending."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from gpuops_lab.k8s import wait_for
 from gpuops_lab.simulator.framework import RealClient, Simulator
 from gpuops_lab.simulator.handlers.dra import DraKubeletPluginHandler, slice_name
@@ -21,6 +23,7 @@ from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "tests/fixtures/charts/dra-driver-nvidia-gpu/0.4.1"
+EXAMPLES = sorted((REPO / "roles/gpu_sharing/files/examples/dra").glob("*.yaml"))
 WAIT = 30.0
 
 
@@ -93,18 +96,24 @@ def test_real_scheduler_allocates_gpus_from_simulated_slices(cluster, namespace,
         assert wait_for(lambda: _slice(custom, node) is not None, WAIT), "no ResourceSlice for the DRA node"
         devices = _slice(custom, node)["spec"]["devices"]
         assert len(devices) == 4
-        for name, count in (("one-gpu", 1), ("five-gpus", 5)):
-            custom.create_namespaced_custom_object(
-                "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", _template(namespace, name, count)
-            )
-        core.create_namespaced_pod(namespace, _claim_pod(namespace, "fits", "one-gpu", selector))
+        pods = [_apply_example(custom, core, namespace, path, selector) for path in EXAMPLES]
+        assert len(pods) == 3, EXAMPLES
+        custom.create_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", _template(namespace, "five-gpus", 5)
+        )
         core.create_namespaced_pod(namespace, _claim_pod(namespace, "too-big", "five-gpus", selector))
-        assert wait_for(lambda: core.read_namespaced_pod("fits", namespace).spec.node_name == node, WAIT)
+        for pod in pods:
+            assert wait_for(lambda p=pod: core.read_namespaced_pod(p, namespace).spec.node_name == node, WAIT), pod
         claims = custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims")["items"]
-        allocated = [c for c in claims if (c.get("status") or {}).get("allocation")]
-        assert len(allocated) == 1
-        (result,) = allocated[0]["status"]["allocation"]["devices"]["results"]
-        assert (result["driver"], result["pool"]) == ("gpu.nvidia.com", node)
+        results = [
+            r
+            for c in claims
+            if (c.get("status") or {}).get("allocation")
+            for r in c["status"]["allocation"]["devices"]["results"]
+        ]
+        # 1 + 2 + 1: every GPU of the node, each once
+        assert sorted(r["device"] for r in results) == sorted(d["name"] for d in devices)
+        assert {(r["driver"], r["pool"]) for r in results} == {("gpu.nvidia.com", node)}
 
         def unschedulable() -> str | None:
             pod = core.read_namespaced_pod("too-big", namespace)
@@ -115,13 +124,30 @@ def test_real_scheduler_allocates_gpus_from_simulated_slices(cluster, namespace,
         assert core.read_namespaced_pod("too-big", namespace).spec.node_name is None
         assert "cannot allocate all claims" in (unschedulable() or ""), unschedulable()
     finally:
-        for pod in ("fits", "too-big"):
+        for pod in ("too-big", *(p.stem for p in EXAMPLES)):
             try:
                 core.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
             except client.ApiException:
                 pass
         _helm(cluster, "uninstall", release, "-n", namespace, "--wait")
     assert wait_for(lambda: _slice(custom, node) is None, WAIT), "ResourceSlice left after the uninstall"
+
+
+def _apply_example(custom, core, namespace: str, path: Path, selector: dict[str, str]) -> str:
+    """Create a shipped example's ResourceClaimTemplate and Pod in ``namespace`` (as ``kubectl apply -n``), the pod
+    pinned to this test's node (the simulator instance) and tolerating kwok's taint; returns the pod's name."""
+    pod_name = ""
+    for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        if doc["kind"] == "ResourceClaimTemplate":
+            custom.create_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaimtemplates", doc)
+        else:
+            assert doc["kind"] == "Pod", path
+            doc["spec"]["nodeSelector"] = selector
+            doc["spec"]["tolerations"] = [*doc["spec"].get("tolerations", []), KWOK_TOLERATION]
+            core.create_namespaced_pod(namespace, doc)
+            pod_name = doc["metadata"]["name"]
+    assert pod_name == path.stem, f"{path}: the pod is named after the file"
+    return pod_name
 
 
 def _slice(custom: client.CustomObjectsApi, node: str) -> dict | None:
