@@ -11,13 +11,13 @@ export ANSIBLE_HOME := $(REPO)/.state/ansible-home
 LAB := $(PY) -m gpuops_lab
 COLL_LINK := $(REPO)/.state/collections/ansible_collections/gpuops/platform
 
-.PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench clean
+.PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench ee clean
 
 help:
 	@echo "make demo   - build/reuse the local control plane, start it, run site.yml, print node readiness"
 	@echo "make test   - lint, sanity, unit, integration and molecule tests (starts the lab as needed)"
 	@echo "make down   - stop every lab process and remove all lab state"
-	@echo "make up | status | bench | build | venv"
+	@echo "make up | status | bench | build | venv | ee (AWX execution environment build context)"
 
 $(VENV)/.stamp: hack/venv/gpuops_zipimport_cache.py requirements/bootstrap.txt requirements/dev.txt requirements/constraints.txt
 	py=$$(bash hack/find-python312.sh) && $$py -m venv $(VENV)
@@ -75,6 +75,9 @@ molecule: build
 
 test: build
 	bash hack/run-tests.sh all
+
+ee: build
+	bash hack/ee-context.sh .state/ee/context
 
 bench: build
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
