@@ -11,7 +11,16 @@ new kind of node or operand adds a row here."""
 
 from __future__ import annotations
 
+import re
+
 VENDORS = ("nvidia", "amd")
+
+
+def base_product(product):
+    """GFD's nvidia.com/gpu.product without what sharing appends: ``-SHARED`` (time-slicing, MPS) or
+    ``-MIG-<profile>`` (MIG, single strategy); ``NVIDIA-H100-80GB-HBM3-MIG-1g.10gb`` -> ``NVIDIA-H100-80GB-HBM3``."""
+    return re.split(r"-SHARED|-MIG-", str(product or ""), maxsplit=1)[0] or None
+
 
 NFD = "feature.node.kubernetes.io"
 NVIDIA_NFD_LABELS = (f"{NFD}/pci-10de.present", f"{NFD}/pci-0302_10de.present", f"{NFD}/pci-0300_10de.present")

@@ -1,0 +1,166 @@
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: gpu_nodes
+short_description: The GPU nodes of a live Kubernetes cluster as inventory hosts, grouped by what they are
+version_added: 0.1.0
+description:
+  - Lists the cluster's GPU nodes (an NVIDIA or AMD vendor label, or advertised GPUs; or every node O(node_selector)
+    matches) with three or four list requests whatever the node count, and adds each as a host named like its node,
+    with C(ansible_host) its address.
+  - "Groups: C(gpu_nodes) (all of them, the name the collection's playbooks use), C(gpu_vendor_<vendor>),
+    C(gpu_product_<product>) (from C(nvidia.com/gpu.product) without the C(-SHARED) or C(-MIG-<profile>) that GPU
+    sharing appends, or C(amd.com/gpu.product-name); lower case, other characters as C(_)), C(mig_capable)
+    (C(nvidia.com/mig.capable=true)), C(rdma_capable) (an NVIDIA/Mellanox NIC found by NFD, or C(rdma/*) resources
+    advertised), C(sharing_<model>) (the GPU sharing model the node runs: C(exclusive), C(time_slicing), C(mps),
+    C(mig), C(dra), C(unknown)), C(sharing_pool_<entry>) (the time-slicing or MPS pool, the node's
+    C(nvidia.com/device-plugin.config) entry), C(not_ready) and C(cordoned)."
+  - "Host variable C(gpuops_node): C(vendor), C(product) (the label), C(model) (without the sharing suffix),
+    C(gpus), C(ready), C(unschedulable), C(allocatable) (GPU resources), C(sharing) (C(model), C(detail)) and
+    C(labels) (all of the node's labels) - for O(compose), O(groups) and O(keyed_groups)."
+  - Used as an AWX/Automation Platform inventory source (docs/awx.md). Results can be cached (O(cache)).
+author:
+  - gpuops.platform contributors (@gpuops)
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+options:
+  plugin:
+    description: The name of this plugin; the file must end in C(gpu_nodes.yml) or C(gpu_nodes.yaml).
+    type: str
+    required: true
+    choices: [gpuops.platform.gpu_nodes]
+  kubeconfig:
+    description:
+      - Path to a kubeconfig. Without it (and without O(host)) the default configuration is loaded
+        (C(KUBECONFIG) or C(~/.kube/config)), or the in-cluster service account when there is none.
+    type: path
+    env:
+      - name: K8S_AUTH_KUBECONFIG
+  context:
+    description: A context of the kubeconfig other than its current context.
+    type: str
+    env:
+      - name: K8S_AUTH_CONTEXT
+  host:
+    description: URL of the API server (overrides the kubeconfig's server).
+    type: str
+    env:
+      - name: K8S_AUTH_HOST
+  api_key:
+    description: Bearer token for the API server.
+    type: str
+    env:
+      - name: K8S_AUTH_API_KEY
+  validate_certs:
+    description: Whether to verify the API server's certificate (default - the kubeconfig's setting).
+    type: bool
+    env:
+      - name: K8S_AUTH_VERIFY_SSL
+  ca_cert:
+    description: CA certificate of the API server.
+    type: path
+    env:
+      - name: K8S_AUTH_SSL_CA_CERT
+  client_cert:
+    description: Client certificate.
+    type: path
+    env:
+      - name: K8S_AUTH_CERT_FILE
+  client_key:
+    description: Key of O(client_cert).
+    type: path
+    env:
+      - name: K8S_AUTH_KEY_FILE
+  operator_namespace:
+    description: Namespace of the NVIDIA GPU Operator (where the device-plugin ConfigMap the ClusterPolicy names is).
+    type: str
+    default: gpu-operator
+  node_selector:
+    description:
+      - A label selector (C(a=b,c!=d,e,!f,g in (x,y))); every node it matches is a host, GPU labels or not.
+      - Without it, every node with GPU labels or advertised GPUs.
+    type: str
+  address_type:
+    description: The node address used as C(ansible_host); C(InternalIP) when the node has no address of this type.
+    type: str
+    default: InternalIP
+    choices: [InternalIP, ExternalIP, Hostname]
+notes:
+  - The user needs C(list) on nodes, C(clusterpolicies.nvidia.com), C(resourceslices.resource.k8s.io) and ConfigMaps
+    in O(operator_namespace).
+"""
+
+EXAMPLES = r"""
+# inventories/cluster/gpu_nodes.yml
+plugin: gpuops.platform.gpu_nodes
+kubeconfig: ~/.kube/prod-gpu
+keyed_groups:
+  - key: gpuops_node.labels['topology.kubernetes.io/zone'] | default('none')
+    prefix: zone
+compose:
+  gpus: gpuops_node.gpus
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: ~/.cache/gpuops-inventory
+cache_timeout: 300
+"""
+
+from ansible.errors import AnsibleParserError  # noqa: E402
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s, _node_inventory  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
+
+_AUTH = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert", "client_key")
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    NAME = "gpuops.platform.gpu_nodes"
+
+    def verify_file(self, path):
+        return super().verify_file(path) and path.endswith(("gpu_nodes.yml", "gpu_nodes.yaml"))
+
+    def _fetch(self):
+        params = {k: self.get_option(k) for k in _AUTH}
+        try:
+            selector = _cluster_status.parse_selector(self.get_option("node_selector"))
+            reader = _k8s.new_reader(params)
+            raw = _node_inventory.collect(reader, self.get_option("operator_namespace"))
+        except GpuOpsError as exc:
+            where = params["host"] or params["kubeconfig"] or "the default kubeconfig"
+            raise AnsibleParserError(f"gpuops.platform.gpu_nodes ({where}): {exc}") from None
+        return _node_inventory.hosts(raw, selector, self.get_option("address_type"))
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        key = self.get_cache_key(path)
+        use_cache = self.get_option("cache") and cache
+        found = None
+        if use_cache:
+            try:
+                found = self._cache[key]
+            except KeyError:
+                found = None
+        if found is None:
+            found = self._fetch()
+            if self.get_option("cache"):
+                self._cache[key] = found
+        strict = self.get_option("strict")
+        for host in found:
+            name = host["name"]
+            for group in host["groups"]:
+                self.inventory.add_group(group)
+                self.inventory.add_host(name, group=group)
+            if host["address"]:
+                self.inventory.set_variable(name, "ansible_host", host["address"])
+            for var, value in host["vars"].items():
+                self.inventory.set_variable(name, var, value)
+            hostvars = self.inventory.get_host(name).get_vars()
+            self._set_composite_vars(self.get_option("compose"), hostvars, name, strict=strict)
+            self._add_host_to_composed_groups(self.get_option("groups"), hostvars, name, strict=strict)
+            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, name, strict=strict)
