@@ -355,6 +355,74 @@ def mig_findings(
     return out
 
 
+def _node_layouts(
+    pool: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]], custom: Mapping[str, Any] | None
+) -> list[dict[str, int] | None]:
+    """Per GPU of a node of MIG pool ``pool``: the MIG devices its config makes (None: MIG disabled)."""
+    out: list[dict[str, int] | None] = []
+    for i, g in enumerate(gpus):
+        ids = (str(g.get("vendor_id", "")).lower(), str(g.get("device_id", "")).lower())
+        if custom is not None and isinstance(custom.get(pool["mig_config"]), list):
+            out.append(mig_layouts(custom[pool["mig_config"]], ids, len(gpus))[i])
+        elif pool["mig_config"] == MIG_DISABLED:
+            out.append(None)
+        else:
+            out.append(_mig_instances(pool["mig_config"], ids))
+    return out
+
+
+def mig_strategy_findings(
+    pools: Sequence[Mapping[str, Any]],
+    members: Mapping[str, Sequence[str]],
+    node_gpus: Mapping[str, Sequence[Mapping[str, Any]]],
+    mig_strategy: str,
+    mig_configs: Mapping[str, Any] | None = None,
+) -> list[Finding]:
+    """With the ``single`` MIG strategy the device plugin (k8s-device-plugin v0.20.0 internal/rm/device_map.go)
+    refuses a node whose GPUs are not all MIG-enabled or all disabled ('all devices on the node must be configured
+    with the same migEnabled value'), a MIG-enabled GPU without MIG devices ('has no MIG devices configured') and
+    MIG devices of more than one profile ('more than one MIG device type present on node'): a MIG pool's layout
+    must give every GPU of a node devices of one profile (all-<profile>), or disable MIG."""
+    if mig_strategy != "single":
+        return []
+    custom = mig_parted_config(mig_configs)["mig-configs"] if mig_configs else None
+    out: list[Finding] = []
+    for pool in pools:
+        if pool.get("model") != "mig" or (custom is not None and pool["mig_config"] not in custom):
+            continue
+        for node in members.get(pool["name"], ()):
+            gpus = node_gpus.get(node) or []
+            if custom is None and any(
+                pool["mig_config"] not in _gpu_catalog.mig_config_names(*i) for i in _gpu_ids(gpus)
+            ):
+                continue  # an unknown name: mig_findings says so
+            layouts = _node_layouts(pool, gpus, custom)
+            if not layouts or all(layout is None for layout in layouts):
+                continue
+            problems = []
+            if any(layout is None for layout in layouts):
+                problems.append("GPUs with MIG enabled and disabled on one node")
+            if any(layout is not None and not any(layout.values()) for layout in layouts):
+                problems.append("a MIG-enabled GPU without MIG devices")
+            profiles = sorted({p for layout in layouts if layout for p, c in layout.items() if c})
+            if len(profiles) > 1:
+                problems.append("more than one MIG profile: " + ", ".join(profiles))
+            if problems:
+                out.append(
+                    _finding(
+                        "sharing-mig-strategy-single-mixed-layout",
+                        "variable",
+                        f"{VAR_POOLS}[{pool['name']}].mig_config",
+                        [f"mig_config: {pool['mig_config']} on {node}", f"{VAR_MIG_STRATEGY}: single", *problems],
+                        "With the single MIG strategy the device plugin refuses this layout and advertises nothing "
+                        "on the node (k8s-device-plugin v0.20.0 internal/rm/device_map.go: every GPU MIG-enabled "
+                        "with devices of one profile, or none).",
+                        f"Use a layout of one profile on every GPU (all-<profile>), or set {VAR_MIG_STRATEGY}: mixed.",
+                    )
+                )
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # Custom mig-parted configs (gpu_sharing_mig_configs)
 # --------------------------------------------------------------------------------------------------

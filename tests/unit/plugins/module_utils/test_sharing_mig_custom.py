@@ -221,3 +221,29 @@ def test_mig_layouts_later_entry_wins() -> None:
         {"devices": [1], "mig-enabled": False},
     ]
     assert sh.mig_layouts(entries, ("10de", "2330"), 2) == [{"1g.10gb": 7}, None]
+
+
+# ---- the single MIG strategy: one profile on every GPU of a node, or MIG off (k8s-device-plugin device_map.go) ----
+
+
+@pytest.mark.parametrize(
+    ("config", "strategy", "want"),
+    [
+        ("all-1g.10gb", "single", []),
+        ("all-disabled", "single", []),
+        ("three-3g", "single", []),
+        ("all-balanced", "mixed", []),
+        ("half-1g", "mixed", []),
+        ("all-balanced", "single", ["more than one MIG profile: 1g.10gb, 2g.20gb, 3g.40gb"]),
+        ("all-enabled", "single", ["a MIG-enabled GPU without MIG devices"]),
+        ("half-1g", "single", ["GPUs with MIG enabled and disabled on one node"]),
+        ("all-1g.18gb", "single", []),  # not a name of the H100: mig_findings' finding, not this one
+    ],
+)
+def test_single_strategy_needs_one_profile_everywhere(config: str, strategy: str, want: list[str]) -> None:
+    gpus = {"dgx-a": [H100] * 8, "dgx-b": [H100] * 8}
+    configs = CONFIGS if config in CONFIGS else None
+    got = sh.mig_strategy_findings([pool(config)], MEMBERS, gpus, strategy, configs)
+    assert [f["id"] for f in got] == ["sharing-mig-strategy-single-mixed-layout"] * (2 if want else 0)
+    for text in want:
+        assert text in got[0]["evidence"], got[0]["evidence"]
