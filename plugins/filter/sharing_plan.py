@@ -112,7 +112,10 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
     }
     members, findings = _sharing.pool_members(pools, member_input)
     facts = _cluster_status.match_host_facts(host_facts or {}, list(by_name))
-    gpus = {name: _sharing_status.nvidia_gpus(facts.get(name), member_input[name]["labels"]) for name in by_name}
+    gpus = {
+        name: _sharing_status.nvidia_gpus(facts.get(name), member_input[name]["labels"], mig_configs)
+        for name in by_name
+    }
     findings += _sharing.mig_findings(pools, members, gpus, mig_configs)
     findings += _sharing.mig_strategy_findings(pools, members, gpus, strategy, mig_configs)
     drivers = {name: _sharing_status.driver_version(facts.get(name), member_input[name]["labels"]) for name in by_name}

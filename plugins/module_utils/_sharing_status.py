@@ -57,9 +57,12 @@ def _ids_of_product(product: str | None) -> dict[str, str]:
     return {}
 
 
-def nvidia_gpus(facts: Mapping[str, Any] | None, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+def nvidia_gpus(
+    facts: Mapping[str, Any] | None, labels: Mapping[str, str], mig_configs: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """The node's NVIDIA GPUs: the host facts' accelerators, else as many GPUs as GFD's gpu.count label, of the
-    model its gpu.product label names."""
+    model its gpu.product label names (under MIG strategy single: MIG devices / devices per GPU, from the custom
+    config the node's nvidia.com/mig.config names when ``mig_configs`` has it)."""
     accel = (facts or {}).get("accelerators") or []
     gpus = [
         dict(a)
@@ -77,7 +80,12 @@ def nvidia_gpus(facts: Mapping[str, Any] | None, labels: Mapping[str, str]) -> l
     ids = _ids_of_product(product)
     if "-MIG-" in product and ids:
         # strategy single: GFD counts the MIG devices (internal/lm/mig-strategy.go); the GPUs are count / per GPU
-        per_gpu = _gpu_catalog.mig_profiles(ids["vendor_id"], ids["device_id"]).get(product.split("-MIG-", 1)[1])
+        profile = product.split("-MIG-", 1)[1]
+        per_gpu = _gpu_catalog.mig_profiles(ids["vendor_id"], ids["device_id"]).get(profile)
+        entries = (mig_configs or {}).get(labels.get(_sharing.MIG_CONFIG_LABEL))
+        if isinstance(entries, list):  # single strategy: one profile on every GPU (mig_strategy_findings)
+            layout = _sharing.mig_layouts(entries, (ids["vendor_id"], ids["device_id"]), 1)[0]
+            per_gpu = (layout or {}).get(profile) or per_gpu
         if per_gpu:
             count //= per_gpu
     return [dict(ids) for _i in range(count)]
@@ -255,7 +263,7 @@ def view(raw: Mapping[str, Any], pools: Sequence[Mapping[str, Any]], params: Map
         rows = []
         for name in members.get(pool["name"], ()):
             labels = _meta(nodes[name]).get("labels") or {}
-            gpus = nvidia_gpus(facts.get(name), labels)
+            gpus = nvidia_gpus(facts.get(name), labels, params.get("mig_configs"))
             row, got, unmet = _node_row(
                 pool,
                 name,

@@ -247,3 +247,18 @@ def test_single_strategy_needs_one_profile_everywhere(config: str, strategy: str
     assert [f["id"] for f in got] == ["sharing-mig-strategy-single-mixed-layout"] * (2 if want else 0)
     for text in want:
         assert text in got[0]["evidence"], got[0]["evidence"]
+
+
+def test_gpus_from_gfd_labels_under_a_custom_single_layout() -> None:
+    from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_status
+
+    # 8 H100 with 2 x 3g.40gb each: GFD (single) labels 16 MIG devices; the node has 8 GPUs
+    labels = {
+        "nvidia.com/gpu.count": "16",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb",
+        "nvidia.com/mig.config": "three-3g",
+    }
+    assert len(_sharing_status.nvidia_gpus(None, labels, CONFIGS)) == 8
+    one = {"one-3g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 1}}]}
+    assert len(_sharing_status.nvidia_gpus(None, {**labels, "nvidia.com/mig.config": "one-3g"}, one)) == 16
+    assert len(_sharing_status.nvidia_gpus(None, labels)) == 8  # the generated all-3g.40gb: 2 per GPU
