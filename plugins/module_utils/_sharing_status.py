@@ -82,7 +82,7 @@ def nvidia_gpus(
         # strategy single: GFD counts the MIG devices (internal/lm/mig-strategy.go); the GPUs are count / per GPU
         profile = product.split("-MIG-", 1)[1]
         per_gpu = _gpu_catalog.mig_profiles(ids["vendor_id"], ids["device_id"]).get(profile)
-        entries = (mig_configs or {}).get(labels.get(_sharing.MIG_CONFIG_LABEL))
+        entries = (mig_configs or {}).get(labels.get(_sharing.MIG_CONFIG_LABEL) or "")
         if isinstance(entries, list):  # single strategy: one profile on every GPU (mig_strategy_findings)
             layout = _sharing.mig_layouts(entries, (ids["vendor_id"], ids["device_id"]), 1)[0]
             per_gpu = (layout or {}).get(profile) or per_gpu
