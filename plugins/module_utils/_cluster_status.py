@@ -19,6 +19,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils import (
     _readiness,
     _sharing_node,
     _sriov_policy,
+    _workloads,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
 from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import (
@@ -91,6 +92,8 @@ def gather(reader, params, waiter=None):
         raw = collect(reader, params["operator_namespace"], params["amd_namespace"], _network_status.settings(params))
         if params.get("sharing"):
             raw.update(collect_sharing(reader, raw, params["operator_namespace"]))
+        if params.get("workloads"):
+            raw["all_pods"] = reader.core("pods") or []
         view = build_view(raw, params, selector)
         if not wait:
             return view, []
@@ -101,6 +104,8 @@ def gather(reader, params, waiter=None):
     view = outcome.snapshot
     findings = _diagnosis.diagnose(view)
     out = result(view, findings, api_requests=reader.requests)
+    if "gpu_workloads" in view:
+        out["gpu_workloads"] = view["gpu_workloads"]
     if wait:
         out["wait"] = {
             "ready": outcome.ready,
@@ -664,7 +669,7 @@ def build_view(raw, params, selector=None):
         gpu_nodes[name]["host_facts"] = True
     if "resource_slices" in raw:
         sharing_of(raw, gpu_nodes)
-    return {
+    view = {
         "operator_namespace": params["operator_namespace"],
         "amd_namespace": params["amd_namespace"],
         "nodes": [gpu_nodes[n] for n in sorted(gpu_nodes)],
@@ -690,6 +695,10 @@ def build_view(raw, params, selector=None):
         "vendors": sorted(vendors) if vendors is not None else list(VENDORS),
         "network": network,
     }
+    if "all_pods" in raw:
+        skip = {params["operator_namespace"], params["amd_namespace"]}
+        view["gpu_workloads"] = _workloads.gpu_workloads(raw["all_pods"], skip)
+    return view
 
 
 # -- result -----------------------------------------------------------------------------------------------

@@ -193,6 +193,13 @@ options:
       - The pools and what they should advertise are the M(gpuops.platform.gpu_sharing_status) module's.
     type: bool
     default: false
+  workloads:
+    description:
+      - Also list the GPU workloads (RV(gpu_workloads)) - pods in any namespace but O(operator_namespace) and
+        O(amd_namespace), not finished, that request NVIDIA or AMD GPU resources or carry DRA resource claims - with
+        one more list request (pods in all namespaces). C(playbooks/uninstall.yml) refuses to run while there are any.
+    type: bool
+    default: false
   fail_on_error:
     description:
       - Fail when the diagnosis has a finding of severity V(error). The result is returned either way.
@@ -206,7 +213,8 @@ notes:
     C(driver-validation), C(toolkit-validation), C(cuda-validation) and C(plugin-validation) in that order.
   - The user needs C(list) on nodes, on pods and DaemonSets in O(operator_namespace), on pods in O(amd_namespace),
     on C(clusterpolicies.nvidia.com) and on C(deviceconfigs.amd.com); with O(sharing), C(list) on
-    C(resourceslices.resource.k8s.io) and on ConfigMaps in O(operator_namespace); with O(wait.objects), C(list) on
+    C(resourceslices.resource.k8s.io) and on ConfigMaps in O(operator_namespace); with O(workloads), C(list) on pods
+    in all namespaces; with O(wait.objects), C(list) on
     their kinds in their namespaces; with O(network), C(list) on pods in O(network.namespace), on
     C(nicclusterpolicies.mellanox.com), on C(sriovnetworknodestates.sriovnetwork.openshift.io) in
     O(network.sriov_namespace) and on C(poddisruptionbudgets.policy) in all namespaces.
@@ -623,6 +631,30 @@ wait:
     msg:
       description: The failure message naming each object and condition, when not ready.
       type: str
+gpu_workloads:
+  description: With O(workloads) - the GPU workloads, sorted by namespace and name.
+  returned: when O(workloads) is true
+  type: list
+  elements: dict
+  contains:
+    namespace:
+      description: Namespace of the pod.
+      type: str
+    name:
+      description: Pod name.
+      type: str
+    node:
+      description: The node it runs on, null while it is pending.
+      type: str
+    phase:
+      description: Pod phase.
+      type: str
+    resources:
+      description: The GPU resources it requests (and C(resourceClaims) for DRA claims).
+      type: list
+      elements: str
+  sample:
+    - {namespace: ml, name: trainer-0, node: dgx-h100-0, phase: Running, resources: ["nvidia.com/gpu"]}
 api_requests:
   description:
     - HTTP requests made to the API server; constant per look whatever the number of nodes (four more with
@@ -674,6 +706,7 @@ ARGUMENT_SPEC = dict(
         },
     },
     sharing={"type": "bool", "default": False},
+    workloads={"type": "bool", "default": False},
     fail_on_error={"type": "bool", "default": False},
 )
 

@@ -321,3 +321,36 @@ def test_sharing_column(api, run_module, named):
     api(SharingReader(nodes, [policy], [cm], slices))
     plain, failed = run_module(gpu_cluster_status, {})
     assert not failed and plain["api_requests"] == 6 and all("sharing" not in n for n in plain["nodes"])
+
+
+class WorkloadReader(FakeReader):
+    """Serves pods of all namespaces too (O(workloads))."""
+
+    def __init__(self, nodes, all_pods):
+        super().__init__(nodes)
+        self._all = all_pods
+
+    def core(self, plural, namespace=None):
+        assert (plural, namespace) == ("pods", None)
+        return self._list(self._all)
+
+
+def test_workloads_option(api, run_module):
+    pods = [
+        {
+            "metadata": {"namespace": "ml", "name": "trainer"},
+            "spec": {"nodeName": "g1", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+            "status": {"phase": "Running"},
+        },
+        {
+            "metadata": {"namespace": "gpu-operator", "name": "nvidia-cuda-validator-x"},
+            "spec": {"nodeName": "g1", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": "Running"},
+        },
+    ]
+    api(WorkloadReader([NODE_OK], pods))
+    result, failed = run_module(gpu_cluster_status, {"workloads": True}, check_mode=True)
+    assert not failed and result["changed"] is False and result["api_requests"] == 7
+    assert result["gpu_workloads"] == [
+        {"namespace": "ml", "name": "trainer", "node": "g1", "phase": "Running", "resources": ["nvidia.com/gpu"]}
+    ]
