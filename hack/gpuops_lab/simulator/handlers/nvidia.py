@@ -873,13 +873,17 @@ def mig_resources(gpu: GpuInfo, strategy: str, devices: Mapping[str, int] | None
     """Extended resources the device plugin advertises for MIG devices per GPU (migStrategy none|single|mixed;
     internal/rm/rm.go names mixed resources mig-<profile> with '+' replaced by '.'; single maps every MIG device,
     whatever its profile, to nvidia.com/gpu: AddMIGResource("*", "gpu")). MIG on without devices (all-enabled):
-    no GPU."""
+    no GPU. Under single, more than one MIG device type fails the plugin (internal/rm/device_map.go
+    assertAllMigDevicesAreValid(uniform=true): "more than one MIG device type present on node"): nothing is
+    advertised."""
     if devices is None or strategy == "none":
         return {GPU_RESOURCE: gpu.count}
     if strategy == "mixed":
         out = {GPU_RESOURCE: 0}
         out.update({f"nvidia.com/mig-{p.replace('+', '.')}": gpu.count * n for p, n in devices.items()})
         return out
+    if len(devices) > 1:
+        return {GPU_RESOURCE: 0}
     return {GPU_RESOURCE: gpu.count * sum(devices.values())}
 
 

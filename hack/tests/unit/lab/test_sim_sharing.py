@@ -80,8 +80,8 @@ H200_MODEL = GpuModel("hopper", (9, 0), (("1g.18gb", 7), ("1g.18gb+me", 1), ("1g
         ("2330", "all-1g.10gb.me", "mixed", "success", {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb.me": 8}),
         ("2330", "all-enabled", "single", "success", {"nvidia.com/gpu": 0}),
         ("2330", "all-disabled", "single", "success", {"nvidia.com/gpu": 8}),
-        # single maps every MIG device to nvidia.com/gpu (GFD labels the product MIG-INVALID)
-        ("2330", "all-balanced", "single", "success", {"nvidia.com/gpu": 32}),
+        # single with more than one MIG device type: the device plugin fails (GFD labels the product MIG-INVALID)
+        ("2330", "all-balanced", "single", "success", {"nvidia.com/gpu": 0}),
         (
             "2330",
             "all-balanced",
