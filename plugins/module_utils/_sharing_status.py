@@ -16,11 +16,11 @@ ready yet (the ``wait`` of ``gpu_sharing_status``: every MIG node ``success`` an
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _gpu_catalog, _readiness, _sharing
+from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import base_product
 
 Obj = dict[str, Any]
 DRA_DRIVER = "gpu.nvidia.com"
@@ -50,7 +50,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _ids_of_product(product: str | None) -> dict[str, str]:
     """GFD's nvidia.com/gpu.product (model with '-' for spaces; '-SHARED' or '-MIG-<profile>' appended) -> PCI ids."""
-    base = re.split(r"-SHARED|-MIG-", str(product or ""), maxsplit=1)[0]
+    base = base_product(product)
     for (vendor, device), entry in _gpu_catalog.GPUS.items():
         if base and str(entry.get("model", "")).replace(" ", "-") == base:
             return {"vendor_id": vendor, "device_id": device}
