@@ -19,7 +19,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _gpu_catalog, _readiness, _sharing
+from ansible_collections.gpuops.platform.plugins.module_utils import (
+    _cluster_status,
+    _gpu_catalog,
+    _readiness,
+    _sharing,
+    _workloads,
+)
 from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import base_product
 
 Obj = dict[str, Any]
@@ -99,18 +105,13 @@ def driver_version(facts: Mapping[str, Any] | None, labels: Mapping[str, str]) -
 
 
 def gpu_pods(pods: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """node -> namespace/name of the running or pending pods that request NVIDIA GPU resources there."""
+    """node -> namespace/name of the running or pending pods that hold GPUs there (``_workloads.gpu_resources``)."""
     out: dict[str, list[str]] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        spec = pod.get("spec") or {}
-        containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
-        names = {
-            r for c in containers for f in ("limits", "requests") for r in ((c.get("resources") or {}).get(f) or {})
-        }
-        if any(_sharing.is_gpu_resource(r) for r in names):
+        if _workloads.gpu_resources(pod):
             out.setdefault(node, []).append(f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}")
     return {k: sorted(v) for k, v in out.items()}
 
