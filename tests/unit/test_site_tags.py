@@ -1,0 +1,60 @@
+"""site.yml's tags, one per layer (docs/operations.md): `--tags X` runs the plays of layer X and nothing that
+changes another layer (the inputs checks are tagged always). Read with `ansible-playbook --list-tasks`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLAY = re.compile(r"^  play #\d+ \([^)]*\): (.*)\tTAGS: \[.*\]$")
+TASK = re.compile(r"^      (.*)\tTAGS: \[(.*)\]$")
+
+
+def plays_that_act(tag: str) -> set[str]:
+    """The plays with at least one task that runs under --tags TAG and is not an always-run input check."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    r = subprocess.run(
+        ["ansible-playbook", "site.yml", "-i", "inventories/local", "--list-tasks", "--tags", tag],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    acting, play = set(), None
+    for line in r.stdout.splitlines():
+        if m := PLAY.match(line):
+            play = m.group(1).split(" (")[0]
+        elif (m := TASK.match(line)) and play and "always" not in [t.strip() for t in m.group(2).split(",")]:
+            acting.add(play)
+    return acting
+
+
+@pytest.mark.parametrize(
+    ("tag", "want"),
+    [
+        ("hosts", {"Prepare GPU hosts"}),
+        # the sharing fields land through the GPU Operator's release: both layers run both plays
+        ("sharing", {"GPU sharing per node pool", "NVIDIA GPU Operator", "GPU sharing validation"}),
+        ("network", {"NVIDIA Network Operator", "SR-IOV Network Operator"}),
+        (
+            "operators",
+            {
+                "Node Feature Discovery",
+                "GPU sharing per node pool",
+                "NVIDIA GPU Operator",
+                "AMD GPU Operator",
+                "GPU nodes of every vendor together, after all roles",
+                "Cluster plane - list the nodes",
+            },
+        ),
+    ],
+)
+def test_one_tag_per_layer(tag, want):
+    assert plays_that_act(tag) == want
