@@ -141,6 +141,26 @@ build_sriov() { # the SR-IOV Network Operator (the operator only): the lab plays
   stamp "$out.tmp" sriov-network-operator $files; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
+build_prometheus() { # Prometheus and promtool (issue 11): the lab's real Prometheus and `promtool test rules`
+  local out="$CACHE/bin/prometheus-v$PROMETHEUS_VERSION" src="$CACHE/src/prometheus-v$PROMETHEUS_VERSION"
+  local mod=github.com/prometheus/prometheus
+  if ok "$out" prometheus promtool; then echo "prometheus v$PROMETHEUS_VERSION: cached in $out"; return; fi
+  rm -rf "$out" "$out.tmp" "$src"; mkdir -p "$out.tmp" "$(dirname "$src")"
+  echo "prometheus v$PROMETHEUS_VERSION (module $mod@v$PROMETHEUS_MODULE_VERSION): building in $src"
+  # The Go module is tagged v0.<minor>.<patch> for Prometheus 3.<minor>.<patch>; its one go.mod replace points at
+  # a published module. The web UI's assets are built with npm and are not in the module: without the
+  # builtinassets tag the binary serves the HTTP API (all the lab uses) and no UI.
+  local dir
+  dir=$(cd "$(dirname "$src")" && GOFLAGS= go mod download -json "$mod@v$PROMETHEUS_MODULE_VERSION" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir" ] || { echo "build.sh: go mod download gave no module dir for $mod" >&2; exit 1; }
+  cp -r "$dir" "$src"; chmod -R u+w "$src"
+  local ver="-X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION"
+  (cd "$src" && go build -trimpath -ldflags "-s -w $ver" -o "$out.tmp/prometheus" ./cmd/prometheus \
+     && go build -trimpath -ldflags "-s -w $ver" -o "$out.tmp/promtool" ./cmd/promtool)
+  stamp "$out.tmp" prometheus promtool; mv "$out.tmp" "$out"; rm -rf "$src"
+}
+
 build_registry() { # the CNCF Distribution registry (OCI), the lab's oci:// chart repository
   local out="$CACHE/bin/registry-v$REGISTRY_VERSION" src="$CACHE/src/registry-v$REGISTRY_VERSION"
   local mod=github.com/distribution/distribution/v3
@@ -178,7 +198,7 @@ build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4
 
 what=${1:-all}
 case "$what" in
-  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; helm-diff) build_helm_diff ;;
-  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry ;;
-  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|helm-diff]" >&2; exit 2 ;;
+  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; helm-diff) build_helm_diff ;;
+  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry; build_prometheus ;;
+  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|helm-diff]" >&2; exit 2 ;;
 esac
