@@ -22,6 +22,15 @@ ok() { # ok DIR BIN... -> 0 when every binary exists and matches the stamp
 }
 stamp() { local d=$1; shift; (cd "$d" && sha256sum "$@" > SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS); }
 
+copy_module() { # copy_module MOD@VERSION DEST: a writable copy of a published module (`go install mod@v` reads the
+  # proxy's version list, which this proxy refuses: download the exact version and build inside a copy of it)
+  local dir
+  mkdir -p "$(dirname "$2")"
+  dir=$(cd "$(dirname "$2")" && GOFLAGS= go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir" ] || { echo "build.sh: go mod download gave no module dir for $1" >&2; exit 1; }
+  cp -r "$dir" "$2"; chmod -R u+w "$2"
+}
+
 build_k8s() {
   local out="$CACHE/bin/k8s-v$K8S_VERSION" src="$CACHE/src/k8s-v$K8S_VERSION"
   local bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
@@ -124,13 +133,7 @@ build_sriov() { # the SR-IOV Network Operator (the operator only): the lab plays
   if ok "$out" sriov-network-operator; then echo "sriov-network-operator v$SRIOV_VERSION: cached in $out"; return; fi
   rm -rf "$out" "$out.tmp" "$src"; mkdir -p "$out.tmp" "$(dirname "$src")"
   echo "sriov-network-operator v$SRIOV_VERSION: building in $src"
-  # `go install mod@v` reads the proxy's version list, which this proxy refuses: download the exact version and
-  # build inside a writable copy of it (its one go.mod replace points at a published module).
-  local dir
-  dir=$(cd "$(dirname "$src")" && GOFLAGS= go mod download -json "$mod@v$SRIOV_VERSION" |
-        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -d "$dir" ] || { echo "build.sh: go mod download gave no module dir for $mod" >&2; exit 1; }
-  cp -r "$dir" "$src"; chmod -R u+w "$src"
+  copy_module "$mod@v$SRIOV_VERSION" "$src"  # its one go.mod replace points at a published module
   (cd "$src" && go build -trimpath -ldflags "-s -w -X $mod/pkg/version.Raw=v$SRIOV_VERSION" \
      -o "$out.tmp/sriov-network-operator" .)
   # The operator renders its DaemonSets from ./bindata (relative to its working directory): keep it beside the binary.
@@ -150,11 +153,7 @@ build_prometheus() { # Prometheus and promtool (issue 11): the lab's real Promet
   # The Go module is tagged v0.<minor>.<patch> for Prometheus 3.<minor>.<patch>; its one go.mod replace points at
   # a published module. The web UI's assets are built with npm and are not in the module: without the
   # builtinassets tag the binary serves the HTTP API (all the lab uses) and no UI.
-  local dir
-  dir=$(cd "$(dirname "$src")" && GOFLAGS= go mod download -json "$mod@v$PROMETHEUS_MODULE_VERSION" |
-        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -d "$dir" ] || { echo "build.sh: go mod download gave no module dir for $mod" >&2; exit 1; }
-  cp -r "$dir" "$src"; chmod -R u+w "$src"
+  copy_module "$mod@v$PROMETHEUS_MODULE_VERSION" "$src"
   local ver="-X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION"
   (cd "$src" && go build -trimpath -ldflags "-s -w $ver" -o "$out.tmp/prometheus" ./cmd/prometheus \
      && go build -trimpath -ldflags "-s -w $ver" -o "$out.tmp/promtool" ./cmd/promtool)
