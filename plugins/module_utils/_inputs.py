@@ -480,14 +480,16 @@ def check(
     prefix: str | None = None,
     removed: Mapping[str, str] | None = None,
     values: Iterable[Mapping[str, Any]] = (),
+    outputs: Iterable[str] = (),
 ) -> list[Finding]:
-    """Every input rule of one role: types and choices, unknown variables, the value rules named in
+    """Every input rule of one role: types and choices, unknown variables (``outputs``, the facts and results the
+    role sets itself, are not unknown: a second run of the role in one play sees them), the value rules named in
     ``checks`` ({var, rule, value?, ...options}) and the user values' kinds (``values``: {var, role_values})."""
     out: list[Finding] = []
     if options is not None:
         out += argument_types(options, variables)
         if prefix:
-            out += unknown_variables(prefix, options, variables, removed)
+            out += unknown_variables(prefix, [*options, *outputs], variables, removed)
     typed = {f["object"]["name"] for f in out}
     for item in checks:
         var = item["var"]

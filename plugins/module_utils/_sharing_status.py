@@ -383,3 +383,56 @@ def label_plan(
         if patch or annotations:
             out.append({"name": name, "labels": patch, "annotations": annotations})
     return sorted(out, key=lambda p: p["name"])
+
+
+# -- device-plugin restart: new ConfigMap content reaches a node only when its device-plugin pod is recreated ---------
+# k8s-device-plugin v0.20.0's config-manager sidecar follows the node's nvidia.com/device-plugin.config label and
+# reloads on a label change only; an entry's content (a new replicas) is read when the pod starts. When the role
+# changes an entry's content it records, in the same write of the ConfigMap (annotation STALE_ANNOTATION), the UIDs of
+# the device-plugin pods then running on the nodes that use the entry; it then deletes those pods (their DaemonSet
+# recreates them). A run that fails in between leaves the record, and the next run deletes the pods still there; a run
+# that changes no content keeps the record, whose pods are gone: nothing to do. No clocks are compared.
+STALE_ANNOTATION = "gpuops.platform/stale-device-plugin-pods"
+DEVICE_PLUGIN_APP = "nvidia-device-plugin-daemonset"  # the pods' app label (gpu-operator assets/state-device-plugin)
+
+
+def restart_plan(
+    before: Mapping[str, Any] | None,
+    configs: Mapping[str, str],
+    nodes: Sequence[Mapping[str, Any]],
+    label_patches: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """``{changed_entries, annotation, pods, nodes}``: the entries whose content this run changes (against the
+    ConfigMap as it was, ``before``; all of them when it did not exist), the STALE_ANNOTATION value to write with the
+    new content (the UIDs of the device-plugin pods on the nodes that use a changed entry after this run's label
+    patches; the recorded value when nothing changes), and the device-plugin pods (names) and nodes to restart now:
+    those whose UID the record names."""
+    old = dict((before or {}).get("data") or {}) if before else None
+    changed = sorted(e for e, text in configs.items() if old is None or old.get(e) != text)
+    dp_pods = [p for p in pods if (_meta(p).get("labels") or {}).get("app") == DEVICE_PLUGIN_APP]
+    if changed:
+        patched = {p["name"]: p.get("labels") or {} for p in label_patches}
+        using = set()
+        for node in nodes:
+            name = str(_meta(node).get("name"))
+            labels = {**(_meta(node).get("labels") or {}), **patched.get(name, {})}
+            if (
+                labels.get(_sharing.CONFIG_LABEL) in changed
+                and labels.get(_sharing.CONFIG_LABEL) != _sharing.EXCLUSIVE_ENTRY
+            ):
+                using.add(name)
+        stale = sorted(str(_meta(p).get("uid")) for p in dp_pods if (p.get("spec") or {}).get("nodeName") in using)
+    else:
+        try:
+            stale = json.loads(((_meta(before or {}).get("annotations") or {}).get(STALE_ANNOTATION)) or "[]")
+        except ValueError:
+            stale = []
+        stale = sorted(str(u) for u in stale) if isinstance(stale, list) else []
+    chosen = [p for p in dp_pods if str(_meta(p).get("uid")) in stale]
+    return {
+        "changed_entries": changed,
+        "annotation": json.dumps(stale),
+        "pods": sorted(str(_meta(p).get("name")) for p in chosen),
+        "nodes": sorted({str((p.get("spec") or {}).get("nodeName")) for p in chosen}),
+    }

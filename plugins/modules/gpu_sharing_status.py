@@ -251,8 +251,8 @@ def status(ctx):
     elif params["fail_on_error"] and errors:
         result["failed"] = True
         result["msg"] = (
-            f"{len(errors)} GPU sharing finding(s) of severity error; first: {errors[0]['id']}: "
-            + "; ".join(errors[0]["evidence"])
+            f"{len(errors)} GPU sharing finding(s) of severity error; first: {errors[0]['id']} on "
+            f"{errors[0]['object']['kind']} {errors[0]['object']['name']}: " + "; ".join(errors[0]["evidence"])
         )
     return result
 

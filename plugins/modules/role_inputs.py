@@ -46,6 +46,13 @@ options:
     description: Removed variables and the fix to give when one is still set.
     type: dict
     default: {}
+  outputs:
+    description:
+      - The variables the role sets itself (facts and registered results with its prefix, such as C(<role>_status)):
+        with O(prefix), not reported as unknown when a second run of the role in one play sees them.
+    type: list
+    elements: str
+    default: []
   checks:
     description: Value rules to run.
     type: list
@@ -162,6 +169,7 @@ ARGUMENT_SPEC = {
     "options": {"type": "dict"},
     "prefix": {"type": "str"},
     "removed": {"type": "dict", "default": {}},
+    "outputs": {"type": "list", "elements": "str", "default": []},
     "checks": {
         "type": "list",
         "elements": "dict",
@@ -201,6 +209,7 @@ def run(ctx: Any) -> dict[str, Any]:
         options=p["options"],
         prefix=p["prefix"],
         removed=p["removed"],
+        outputs=p["outputs"],
         values=p["values"],
     )
     report = [_inputs.message(f) for f in findings]

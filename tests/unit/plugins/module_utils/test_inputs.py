@@ -159,6 +159,18 @@ def test_unknown_variables_suggest_and_explain_removed():
     assert by["r_node_selector"]["fix"] == "label the nodes instead."
 
 
+def test_the_role_outputs_are_not_unknown_variables():
+    """A second run of a role in one play sees the facts and results the first one set (r_status)."""
+    present = {"r_status": {}, "r_fields": {}, "r_stauts": 1}
+    found = _inputs.check([], present, options=OPTIONS, prefix="r_", outputs=["r_status", "r_fields"])
+    assert [f["object"]["name"] for f in found] == ["r_stauts"]
+    assert [f["object"]["name"] for f in _inputs.check([], present, options=OPTIONS, prefix="r_")] == [
+        "r_fields",
+        "r_status",
+        "r_stauts",
+    ]
+
+
 ROLE_VALUES = {"driver": {"enabled": True, "version": "595.91.07", "rdma": {"enabled": False}}, "tolerations": []}
 
 

@@ -326,3 +326,68 @@ def test_the_cluster_status_node_view_keeps_the_sharing_labels():
 
     view = _cluster_status.node_view(node("n", {DRAL: "true", "team": "x"}), "nvidia")
     assert view["labels"] == {DRAL: "true"}
+
+
+# -- device-plugin restart (restart_plan) ------------------------------------------------------------------------
+TS4 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}"
+TS2 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}"
+
+
+def _dp(name, node, uid, app="nvidia-device-plugin-daemonset"):
+    return {"metadata": {"name": name, "uid": uid, "labels": {"app": app}}, "spec": {"nodeName": node}}
+
+
+def _n(name, entry=None):
+    return {"metadata": {"name": name, "labels": {"nvidia.com/device-plugin.config": entry} if entry else {}}}
+
+
+def _before(data, stale=None):
+    meta = {
+        "name": "cm",
+        "annotations": {_sharing_status.STALE_ANNOTATION: json.dumps(stale)} if stale is not None else {},
+    }
+    return {"metadata": meta, "data": data}
+
+
+RESTART_NODES = [_n("ts-0", "ts"), _n("ts-1", "ts"), _n("plain-0"), _n("other-0", "other"), _n("new-0")]
+RESTART_PODS = [
+    _dp("dp-ts-0", "ts-0", "u-ts-0"),
+    _dp("dp-ts-1", "ts-1", "u-ts-1"),
+    _dp("dp-plain-0", "plain-0", "u-plain-0"),
+    _dp("dp-other-0", "other-0", "u-other-0"),
+    _dp("dp-new-0", "new-0", "u-new-0"),
+    _dp("gfd-ts-0", "ts-0", "u-gfd", app="gpu-feature-discovery"),
+]
+CONFIGS = {"exclusive": "version: v1\n", "ts": TS2, "other": TS4}
+
+
+def test_a_content_change_records_and_restarts_the_pods_of_the_nodes_that_use_the_entry():
+    before = _before({"exclusive": "version: v1\n", "ts": TS4, "other": TS4}, stale=["u-gone"])
+    patches = [{"name": "new-0", "labels": {"nvidia.com/device-plugin.config": "ts"}}]  # joins the pool now
+    got = _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, patches, RESTART_PODS)
+    assert got["changed_entries"] == ["ts"]
+    assert json.loads(got["annotation"]) == ["u-new-0", "u-ts-0", "u-ts-1"]
+    assert got["pods"] == ["dp-new-0", "dp-ts-0", "dp-ts-1"] and got["nodes"] == ["new-0", "ts-0", "ts-1"]
+
+
+def test_no_content_change_keeps_the_record_and_restarts_what_it_names_that_still_runs():
+    before = _before(dict(CONFIGS), stale=["u-ts-0", "u-gone"])  # a run failed after its write: u-ts-0 still runs
+    got = _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)
+    assert got["changed_entries"] == [] and json.loads(got["annotation"]) == ["u-gone", "u-ts-0"]
+    assert got["pods"] == ["dp-ts-0"]
+    # after the restart, the next run: the record names only pods that are gone
+    rerun = _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS[1:])
+    assert rerun["pods"] == [] and rerun["annotation"] == got["annotation"]
+
+
+@pytest.mark.parametrize(
+    ("before", "want_pods"),
+    [
+        (None, ["dp-other-0", "dp-ts-0", "dp-ts-1"]),  # no ConfigMap yet: every sharing entry is new
+        (_before(dict(CONFIGS)), []),  # unchanged, no record
+        (_before(dict(CONFIGS), stale="not-a-list"), []),
+        ({"metadata": {"annotations": {"gpuops.platform/stale-device-plugin-pods": "{bad"}}, "data": CONFIGS}, []),
+    ],
+)
+def test_restart_plan_edges(before, want_pods):
+    assert _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)["pods"] == want_pods
