@@ -48,8 +48,8 @@ options:
     default: {}
   outputs:
     description:
-      - The variables the role sets itself (facts and registered results with its prefix, such as C(<role>_status)):
-        with O(prefix), not reported as unknown when a second run of the role in one play sees them.
+      - The variables the role sets itself (facts and registered results with its prefix, such as C(<role>_status)).
+        With O(prefix), they are not reported as unknown when a second run of the role in one play sees them.
     type: list
     elements: str
     default: []

@@ -137,7 +137,9 @@ def _apply_example(custom, core, namespace: str, path: Path, selector: dict[str,
     """Create a shipped example's ResourceClaimTemplate and Pod in ``namespace`` (as ``kubectl apply -n``), the pod
     pinned to this test's node (the simulator instance) and tolerating kwok's taint; returns the pod's name."""
     pod_name = ""
-    for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+    (listed,) = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))  # one document: a v1 List
+    assert listed["kind"] == "List", path
+    for doc in listed["items"]:
         if doc["kind"] == "ResourceClaimTemplate":
             custom.create_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaimtemplates", doc)
         else:
