@@ -148,6 +148,14 @@ def init(tree: Path, cmd: list[str]) -> int:
         _load_libc().prctl(PR_SET_NAME, b"systemd", 0, 0, 0)
     except (AttributeError, OSError):
         pass
+    # The kernel's view of its files before the command starts: a write the command makes at once (before this loop
+    # would otherwise have looked) is then a change, never mistaken for the initial state.
+    from .hostfs import Host  # noqa: PLC0415
+    from .kernel import apply, watched_files  # noqa: PLC0415
+
+    host = Host(tree, inside=True)
+    files = watched_files(host)
+    seen = _stats(files)
     child = os.fork()
     if child == 0:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
@@ -168,12 +176,6 @@ def init(tree: Path, cmd: list[str]) -> int:
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(s, forward)
-    from .hostfs import Host  # noqa: PLC0415
-    from .kernel import apply, watched_files  # noqa: PLC0415
-
-    host = Host(tree, inside=True)
-    files = watched_files(host)
-    seen = _stats(files)
     rc: int | None = None
     while rc is None:
         try:
