@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import charts, kwok, nfd, pki, registry, sriov
+from . import charts, kueue, kwok, nfd, pki, registry, sriov
 from .config import BUILD_SCRIPT, HACK, LabConfig
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
@@ -36,6 +36,7 @@ ORDER = (
     "chart-registry",
     "nfd-master",
     "sriov-network-operator",
+    "kueue",
     "simulator",
 )
 BINARIES = (
@@ -49,6 +50,7 @@ BINARIES = (
     "nfd-master",
     "sriov-network-operator",
     "registry",
+    "kueue",
 )
 
 
@@ -217,6 +219,8 @@ class Lab:
                 f"--metrics-bind-address=127.0.0.1:{p['sriov-metrics']}",
                 f"--health-probe-bind-address=127.0.0.1:{p['sriov-probe']}",
             ]
+        if name == "kueue":
+            return kueue.argv(c)
         if name == "simulator":
             return [sys.executable, "-m", "gpuops_lab.simulator", "--kubeconfig", kc]
         raise KeyError(name)
@@ -229,6 +233,8 @@ class Lab:
             env.update(registry.env())
         if name == "sriov-network-operator":
             env.update(sriov.env(self.cfg.versions[sriov.VERSION_KEY]), KUBECONFIG=str(self.cfg.kubeconfig))
+        if name == "kueue":
+            env.update(kueue.env(self.cfg))
         return env
 
     def _before_start(self, name: str) -> None:
@@ -243,6 +249,17 @@ class Lab:
             from kubernetes import config
 
             sriov.ensure_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)))
+        if name == "kueue":
+            kueue.ensure_prereqs(self._api(), self.cfg)
+
+    def _after_ready(self, name: str) -> None:
+        if name == "kueue":  # its webhooks answer only once it is ready (failurePolicy Fail)
+            kueue.register_webhooks(self._api(), self.cfg)
+
+    def _api(self):  # noqa: ANN202 - a kubernetes ApiClient for the lab's admin kubeconfig
+        from kubernetes import config
+
+        return config.new_client_from_config(str(self.cfg.kubeconfig))
 
     def _ready_probe(self, name: str) -> tuple[Callable[[], bool], str, float]:
         p = self.cfg.ports
@@ -266,6 +283,9 @@ class Lab:
         if name == "sriov-network-operator":
             url = f"http://127.0.0.1:{p['sriov-probe']}/readyz"
             return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
+        if name == "kueue":
+            url = f"http://127.0.0.1:{p['kueue-probe']}/readyz"
+            return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
         if name == "kwok":
             return self._kwok_running, "'Watch nodes' in its log and still running 1 s later", 20
         raise KeyError(name)
@@ -288,6 +308,11 @@ class Lab:
             "sriov-network-operator": [
                 ("sriov-network-operator metrics", p["sriov-metrics"]),
                 ("sriov-network-operator health probe", p["sriov-probe"]),
+            ],
+            "kueue": [
+                ("kueue webhook", p["kueue-webhook"]),
+                ("kueue metrics", p["kueue-metrics"]),
+                ("kueue health probe", p["kueue-probe"]),
             ],
         }.get(name, [])
 
@@ -328,6 +353,7 @@ class Lab:
             proc.start(self._argv(name), env=self._env(name), cwd=cwd)
             ready, what, timeout = self._ready_probe(name)
             wait_until(proc, ready, timeout, what)
+            self._after_ready(name)
             self.say(f"  {name}: ready (pid {proc.pid()}, log {proc.log})")
             if name == "chart-registry":  # the push runs while the next components start; joined below
                 pushing = threading.Thread(target=self._push_charts, args=(pushed,), daemon=True)
@@ -373,8 +399,17 @@ class Lab:
         for name in ORDER:
             self.proc(name).check()
 
+    def stop_kueue(self) -> bool:
+        """Stop the Kueue controller, its webhook configurations first (failurePolicy Fail: left registered, they
+        would refuse every Job while it is stopped). `up` starts it again. Returns False when it was not running."""
+        if self.proc("kueue").pid() is None:
+            return False
+        if self.apiserver_ready():
+            kueue.deregister_webhooks(self._api())
+        return self.proc("kueue").stop()
+
     def down(self) -> list[str]:
-        stopped = []
+        stopped = ["kueue"] if self.stop_kueue() else []
         for name in reversed(ORDER):
             if self.proc(name).stop():
                 stopped.append(name)

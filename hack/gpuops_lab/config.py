@@ -29,6 +29,11 @@ PORT_DEFAULTS = {
     # (+1, +2), so a lab whose ports are all shifted by one offset needs no new variable
     "sriov-metrics": ("GPUOPS_LAB_SRIOV_METRICS_PORT", 20291),
     "sriov-probe": ("GPUOPS_LAB_SRIOV_PROBE_PORT", 20292),
+    # the real Kueue controller's webhook, metrics and health probe servers (kueue.py), on loopback; unset, they
+    # follow the nfd-master port (+3, +4, +5) as the SR-IOV ports do
+    "kueue-webhook": ("GPUOPS_LAB_KUEUE_WEBHOOK_PORT", 20293),
+    "kueue-metrics": ("GPUOPS_LAB_KUEUE_METRICS_PORT", 20294),
+    "kueue-probe": ("GPUOPS_LAB_KUEUE_PROBE_PORT", 20295),
 }
 
 
@@ -58,6 +63,9 @@ class LabConfig:
         follow = {
             "sriov-metrics": ("nfd-master", 1),
             "sriov-probe": ("nfd-master", 2),
+            "kueue-webhook": ("nfd-master", 3),
+            "kueue-metrics": ("nfd-master", 4),
+            "kueue-probe": ("nfd-master", 5),
             "chart-registry": ("chart-repo", 1),
         }
         for name, (var, default) in PORT_DEFAULTS.items():
@@ -83,6 +91,7 @@ class LabConfig:
             "nfd": "NFD_VERSION",
             "sriov-network-operator": "SRIOV_VERSION",
             "registry": "REGISTRY_VERSION",
+            "kueue": "KUEUE_VERSION",
         }[component]
         return self.cache / "bin" / f"{component}-v{self.versions[key]}"
 
@@ -98,6 +107,7 @@ class LabConfig:
             "nfd-master": "nfd",
             "sriov-network-operator": "sriov-network-operator",
             "registry": "registry",
+            "kueue": "kueue",
         }[name]
         return self.bindir(component) / name
 
