@@ -1,7 +1,8 @@
 """kwok configuration: the options of the lab and the default Stages shipped in kwok's Go module
 (copied next to the binary by hack/cluster/build.sh), with one change: pods whose status the operator
 simulator manages (annotation sim.gpuops.io/managed-status) are left alone by the pod-ready stage, so a
-simulated failure (CrashLoopBackOff, stuck in Init) is not overwritten with Running/Ready."""
+simulated failure (CrashLoopBackOff, stuck in Init) is not overwritten with Running/Ready; and a Job's pods annotated
+sim.gpuops.io/run-until-deleted keep running (pod-complete skips them)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from .config import LabConfig
 from .errors import LabError
 
 MANAGED_STATUS = "sim.gpuops.io/managed-status"
+# A Job's pod with this annotation keeps running until it is deleted (a long training job), instead of completing at
+# once (kwok's pod-complete stage): the batch tests hold quota with it.
+RUN_UNTIL_DELETED = "sim.gpuops.io/run-until-deleted"
 STAGES = (
     "node-initialize.yaml",
     "node-heartbeat-with-lease.yaml",
@@ -53,6 +57,8 @@ def render(cfg: LabConfig) -> list[dict]:
         if stage["metadata"]["name"] in ("pod-ready", "pod-complete"):
             exprs = stage["spec"]["selector"].setdefault("matchExpressions", [])
             exprs.append({"key": f'.metadata.annotations["{MANAGED_STATUS}"]', "operator": "DoesNotExist"})
+        if stage["metadata"]["name"] == "pod-complete":
+            exprs.append({"key": f'.metadata.annotations["{RUN_UNTIL_DELETED}"]', "operator": "DoesNotExist"})
         docs.append(stage)
     return docs
 

@@ -19,16 +19,16 @@
 
 from __future__ import annotations
 
-import copy
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _owned
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
 
-OWNER_LABELS = {"app.kubernetes.io/managed-by": "gpuops.platform", "gpuops.platform/role": "network_operator"}
-OWNER_SELECTOR = ",".join(f"{k}={v}" for k, v in OWNER_LABELS.items())
+OWNER_LABELS = _owned.owner_labels("network_operator")
+OWNER_SELECTOR = _owned.selector(OWNER_LABELS)
 # Delete order: the networks first (their NetworkAttachmentDefinitions name the pools), then the IPPools.
 PRUNABLE = (
     ("mellanox.com/v1alpha1", "MacvlanNetwork"),
@@ -41,111 +41,27 @@ PRUNABLE_KINDS = tuple(kind for _api, kind in PRUNABLE)
 
 def owned(obj: Mapping[str, Any]) -> Obj:
     """A copy of ``obj`` with the role's owner labels added (its own labels kept)."""
-    out = copy.deepcopy(dict(obj))
-    meta = out.setdefault("metadata", {})
-    meta["labels"] = {**(meta.get("labels") or {}), **OWNER_LABELS}
-    return out
-
-
-def key(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    """(kind, namespace or "", name) of an object."""
-    meta = obj.get("metadata") or {}
-    return (str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+    return _owned.owned(obj, OWNER_LABELS)
 
 
 def is_owned(obj: Mapping[str, Any]) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return all(labels.get(k) == v for k, v in OWNER_LABELS.items())
+    return _owned.is_owned(obj, OWNER_LABELS)
 
 
 def prune_objects(wanted: Iterable[Mapping[str, Any]], live: Iterable[Mapping[str, Any]]) -> list[Obj]:
     """The live objects the role owns (:data:`OWNER_LABELS`, a kind of :data:`PRUNABLE`) that ``wanted`` no longer
     holds, as ``{apiVersion, kind, metadata: {name[, namespace]}}`` in delete order (networks, then IPPools; by
     name within a kind)."""
-    want = {key(o) for o in wanted}
-    order = {kind: i for i, kind in enumerate(PRUNABLE_KINDS)}
-    out = []
-    for obj in live:
-        if obj.get("kind") not in order or not is_owned(obj) or key(obj) in want:
-            continue
-        meta = {"name": obj["metadata"]["name"]}
-        if obj["metadata"].get("namespace"):
-            meta["namespace"] = obj["metadata"]["namespace"]
-        out.append({"apiVersion": obj.get("apiVersion"), "kind": obj["kind"], "metadata": meta})
-    return sorted(out, key=lambda o: (order[o["kind"]], key(o)))
-
-
-_ABSENT = object()
-
-
-def _show(value: Any) -> str:
-    return "(absent)" if value is _ABSENT else json.dumps(value, sort_keys=True)
-
-
-def _same_scalar(want: Any, live: Any) -> bool:
-    # strict: true is not 1, 64 is not "64" (json.dumps tells them apart, Python's == does not)
-    return live is not _ABSENT and json.dumps(want, sort_keys=True) == json.dumps(live, sort_keys=True)
-
-
-def differences(want: Any, live: Any, path: str = "") -> list[tuple[str, Any, Any]]:
-    """(path, wanted, live) for every wanted leaf whose live value differs. Mappings are compared key by key (keys
-    the live object adds, such as CRD defaults, are not differences); lists must have the same length and are
-    compared item by item the same way; anything else must be equal, type included. ``live`` is ``_ABSENT`` where
-    the live object has no such key."""
-    if isinstance(want, Mapping):
-        if not isinstance(live, Mapping):
-            return [(path, want, live)]
-        out = []
-        for k in sorted(want):
-            sub = f"{path}.{k}" if path else str(k)
-            out += differences(want[k], live.get(k, _ABSENT), sub)
-        return out
-    if isinstance(want, list):
-        if not isinstance(live, list) or len(live) != len(want):
-            return [(path, want, live)]
-        out = []
-        for i, w in enumerate(want):
-            out += differences(w, live[i], f"{path}[{i}]")
-        return out
-    return [] if _same_scalar(want, live) else [(path, want, live)]
+    return _owned.prune_objects(wanted, live, OWNER_LABELS, PRUNABLE_KINDS)
 
 
 def landing_findings(wanted: Sequence[Mapping[str, Any]], live: Iterable[Mapping[str, Any]]) -> list[Finding]:
     """One finding per wanted object that is missing or whose ``spec`` / labels differ from the live object's
     (``network-object-not-landed``, error), evidence ``<field>: wanted <json>, live <json>`` per field."""
-    found = {key(o): o for o in live}
-    out = []
-    for obj in wanted:
-        k = key(obj)
-        ref = {"kind": k[0], "name": k[2], **({"namespace": k[1]} if k[1] else {})}
-        have = found.get(k)
-        if have is None:
-            out.append(
-                {
-                    "id": "network-object-not-landed",
-                    "severity": "error",
-                    "object": ref,
-                    "evidence": [f"{k[0]} {k[2]}: not found after it was applied"],
-                    "cause": "the object the role applied is not in the cluster (deleted meanwhile, or applied "
-                    "elsewhere: another kubeconfig or namespace)",
-                    "fix": "run the role again and check that nothing else deletes the object",
-                }
-            )
-            continue
-        diffs = differences(obj.get("spec") or {}, have.get("spec") or {}, "spec")
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        diffs += differences(labels, (have.get("metadata") or {}).get("labels") or {}, "metadata.labels")
-        if diffs:
-            out.append(
-                {
-                    "id": "network-object-not-landed",
-                    "severity": "error",
-                    "object": ref,
-                    "evidence": [f"{p}: wanted {_show(w)}, live {_show(lv)}" for p, w, lv in diffs],
-                    "cause": "the live object does not hold what the role asked for: a field the CRD does not know "
-                    "is pruned by the API server (CRDs older than the chart), or another field manager changed it",
-                    "fix": "upgrade the CRDs to the chart's (network_operator_chart_version), or find the other "
-                    "writer (kubectl get --show-managed-fields)",
-                }
-            )
-    return out
+    return _owned.landing_findings(
+        wanted,
+        live,
+        "network-object-not-landed",
+        "upgrade the CRDs to the chart's (network_operator_chart_version), or find the other writer "
+        "(kubectl get --show-managed-fields)",
+    )

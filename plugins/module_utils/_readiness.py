@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _network, _sriov_policy
+from ansible_collections.gpuops.platform.plugins.module_utils import _kueue, _network, _sriov_policy
 
 Obj = dict[str, Any]
 Unmet = Optional[str]  # noqa: UP045 - a runtime alias: module_utils still import on Python 3.9
@@ -199,6 +199,24 @@ KINDS: dict[str, Kind] = {
         _sriov_policy.sriov_network_node_state,
         "the node's sriov-network-config-daemon reports here: read its log; lastSyncError names the PF; a drain "
         "blocked by a PodDisruptionBudget keeps the state InProgress (kubectl get pdb -A)",
+    ),
+    "ClusterQueue": Kind(
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "clusterqueues",
+        False,
+        _kueue.queue_ready,
+        "kubectl get clusterqueue <name> -o yaml: the Active condition's message names what is missing (a flavor, "
+        "a stopPolicy); Kueue's log says more",
+    ),
+    "LocalQueue": Kind(
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "localqueues",
+        True,
+        _kueue.queue_ready,
+        "kubectl -n <namespace> get localqueue <name> -o yaml: a LocalQueue is active when its ClusterQueue exists "
+        "and is active",
     ),
     "DaemonSet": Kind(
         "apps",

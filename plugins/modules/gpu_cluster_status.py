@@ -77,8 +77,10 @@ options:
         available on every node matching its selector; C(DaemonSet) scheduled on at least one node with every
         pod updated and ready; C(Deployment) C(spec.replicas) available and updated; C(NicClusterPolicy)
         C(status.state) is V(ready) and every section of its spec has its C(status.appliedStates) entry V(ready);
-        C(MacvlanNetwork), C(HostDeviceNetwork), C(IPoIBNetwork) C(status.state) is V(ready); a GPU node is C(Ready) and
-        advertises at least one GPU (or its operands are disabled by C(nvidia.com/gpu.deploy.operands=false)).
+        C(MacvlanNetwork), C(HostDeviceNetwork), C(IPoIBNetwork) C(status.state) is V(ready); C(ClusterQueue) and
+        C(LocalQueue) (Kueue, C(kueue.x-k8s.io/v1beta2)) their C(Active) condition is C(True); a GPU node is
+        C(Ready) and advertises at least one GPU (or its operands are disabled by
+        C(nvidia.com/gpu.deploy.operands=false)).
       - At the timeout the module fails, naming every object (and node) not ready and the condition it does not
         meet, followed by the error findings that explain why; RV(wait) holds the same as data.
       - In check mode the cluster is looked at once, without waiting.
@@ -110,8 +112,8 @@ options:
             type: str
             required: true
             choices:
-              [ClusterPolicy, DaemonSet, DeviceConfig, Deployment, HostDeviceNetwork, IPoIBNetwork, MacvlanNetwork,
-               NicClusterPolicy, SriovNetworkNodeState]
+              [ClusterPolicy, ClusterQueue, DaemonSet, DeviceConfig, Deployment, HostDeviceNetwork, IPoIBNetwork,
+               LocalQueue, MacvlanNetwork, NicClusterPolicy, SriovNetworkNodeState]
           name:
             description: Name of the object; all of the kind when not set.
             type: str

@@ -42,3 +42,6 @@ def test_kwok_stages_leave_simulator_managed_pods_alone(tmp_path):
     assert set(stages) >= {"pod-ready", "pod-delete", "node-initialize"}
     exprs = stages["pod-ready"]["spec"]["selector"]["matchExpressions"]
     assert {"key": f'.metadata.annotations["{kwok.MANAGED_STATUS}"]', "operator": "DoesNotExist"} in exprs
+    complete = stages["pod-complete"]["spec"]["selector"]["matchExpressions"]
+    assert {"key": f'.metadata.annotations["{kwok.RUN_UNTIL_DELETED}"]', "operator": "DoesNotExist"} in complete
+    assert {"key": f'.metadata.annotations["{kwok.RUN_UNTIL_DELETED}"]', "operator": "DoesNotExist"} not in exprs

@@ -13,6 +13,7 @@ from ansible_collections.gpuops.platform.plugins.filter.network_landing_findings
 from ansible_collections.gpuops.platform.plugins.filter.network_prune_objects import network_prune_objects
 from ansible_collections.gpuops.platform.plugins.module_utils import _network as net
 from ansible_collections.gpuops.platform.plugins.module_utils import _network_owned as own
+from ansible_collections.gpuops.platform.plugins.module_utils import _owned
 
 CFG = {
     "namespace": "net",
@@ -175,7 +176,7 @@ def test_landing_names_field_wanted_and_live(cluster, evidence):
     ],
 )
 def test_differences(want, have, diffs):
-    assert own.differences(want, have) == diffs
+    assert _owned.differences(want, have) == diffs
 
 
 @pytest.mark.parametrize("call", [lambda: network_prune_objects("x", []), lambda: network_landing_findings([], [1])])

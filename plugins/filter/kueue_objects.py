@@ -1,0 +1,71 @@
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: kueue_objects
+short_description: What the kueue role applies (chart values, flavors, queues) and its findings
+version_added: 0.3.0
+author: gpuops.platform maintainers
+description:
+  - The kueue role's rules (in the collection's private module_utils C(_kueue)) - from the role's variables and the
+    cluster's nodes, one ResourceFlavor per GPU product the nodes carry (C(nvidia.com/gpu.product),
+    C(amd.com/gpu.product-name)) plus C(kueue_flavors), one ClusterQueue per team (quotas per flavor, cohort,
+    borrowing and lending limits, preemption, a namespace selector that is never nil), one LocalQueue per team
+    namespace, the chart values (the manager's Configuration, the image pinned to the chart version), and the
+    findings (an unknown flavor or GPU product lists the real ones; limits without a cohort; a lending limit above the
+    nominal quota; a team selecting no namespace; quota above the flavor's nodes' capacity, as a warning).
+positional: nodes, crds
+options:
+  _input:
+    description: The role's variables (C(kueue_*)).
+    type: dict
+    required: true
+  nodes:
+    description: The cluster's Node objects.
+    type: list
+    elements: dict
+    required: true
+  crds:
+    description: The names of the cluster's CustomResourceDefinitions (KAI Scheduler's next to Kueue is an error).
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Build the queues
+  ansible.builtin.set_fact:
+    _built: "{{ _variables | gpuops.platform.kueue_objects(_nodes.resources, _crd_names) }}"
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(chart_values), C(resource_flavors), C(cluster_queues), C(local_queues), C(namespaces) (those the
+      LocalQueues need), C(flavors) (name, product, nodes, allocatable GPUs), C(flavors_used), C(owner_selector),
+      C(findings).
+  type: dict
+"""
+
+from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+
+from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _kueue  # noqa: E402
+
+
+def kueue_objects(variables, nodes, crds=None):
+    if not isinstance(variables, Mapping):
+        raise AnsibleFilterError("kueue_objects expects the role's variables as a dict")
+    if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
+        raise AnsibleFilterError("kueue_objects expects nodes as a list of Node objects")
+    built = _kueue.build(variables, nodes)
+    built["findings"] = _kueue.coexistence_findings([str(c) for c in crds or []]) + built["findings"]
+    return built
+
+
+class FilterModule:
+    def filters(self):
+        return {"kueue_objects": kueue_objects}
