@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.platform.plugins.module_utils import (
+    _diag_batch,
     _diagnosis,
     _network_status,
     _readiness,
@@ -94,6 +95,8 @@ def gather(reader, params, waiter=None):
             raw.update(collect_sharing(reader, raw, params["operator_namespace"]))
         if params.get("workloads"):
             raw["all_pods"] = reader.core("pods") or []
+        if params.get("batch"):
+            raw["batch"] = _diag_batch.collect(reader)
         view = build_view(raw, params, selector)
         if not wait:
             return view, []
@@ -698,6 +701,8 @@ def build_view(raw, params, selector=None):
     if "all_pods" in raw:
         skip = {params["operator_namespace"], params["amd_namespace"]}
         view["gpu_workloads"] = _workloads.gpu_workloads(raw["all_pods"], skip)
+    if "batch" in raw:
+        view["batch"] = _diag_batch.view(raw["batch"], raw["nodes"])
     return view
 
 

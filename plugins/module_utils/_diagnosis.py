@@ -20,6 +20,7 @@ from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import (
     _diag_amd,
+    _diag_batch,
     _diag_general,
     _diag_network,
     _diag_nvidia,
@@ -58,6 +59,11 @@ RULE_TABLE: tuple[tuple[str | None, Rule], ...] = (
     (None, _diag_network.rule_network_resource_missing),
     (None, _diag_network.rule_sriov_node_state),
     ("nvidia", _diag_network.rule_peermem),
+    # the batch layer: only with the module's batch option (view["batch"])
+    (None, _diag_batch.rule_workload_queue),
+    (None, _diag_batch.rule_flavor_no_node),
+    (None, _diag_batch.rule_scheduler_missing),
+    (None, _diag_batch.rule_quota_capacity),
 )
 RULES: tuple[Rule, ...] = tuple(rule for _vendor, rule in RULE_TABLE)
 RULE_VENDOR: dict[Rule, str | None] = {rule: vendor for vendor, rule in RULE_TABLE}

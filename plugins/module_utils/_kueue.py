@@ -664,7 +664,7 @@ def _team(
     return cq, lqs
 
 
-def _capacity_findings(
+def capacity_findings(
     cqs: Sequence[Obj], flavors: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]]
 ) -> list[Finding]:
     """A warning per flavor and resource whose nominal quotas, summed over the teams, exceed what the flavor's nodes
@@ -814,7 +814,7 @@ def build(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> d
                 }
             )
         )
-    findings += _capacity_findings(cqs, flavors, nodes)
+    findings += capacity_findings(cqs, flavors, nodes)
     return {
         "chart_values": chart_values(variables),
         "resource_flavors": rfs,

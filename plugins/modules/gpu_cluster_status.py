@@ -202,6 +202,17 @@ options:
         one more list request (pods in all namespaces). C(playbooks/uninstall.yml) refuses to run while there are any.
     type: bool
     default: false
+  batch:
+    description:
+      - Also diagnose the batch layer - why a queued job does not start - from Kueue's Workloads, LocalQueues,
+        ClusterQueues and ResourceFlavors (C(kueue.x-k8s.io/v1beta2); nothing when Kueue is not installed), the
+        namespaces and all pods. Six more list requests.
+      - Findings C(kueue-local-queue-missing), C(kueue-cluster-queue-missing),
+        C(kueue-cluster-queue-selects-no-namespace) (a nil C(namespaceSelector) selects no namespace),
+        C(kueue-flavor-matches-no-node), C(pod-scheduler-missing) (pods naming a scheduler that does not run: no
+        C(PodScheduled) condition 30 s after creation) and C(kueue-quota-above-capacity) (a warning with the numbers).
+    type: bool
+    default: false
   fail_on_error:
     description:
       - Fail when the diagnosis has a finding of severity V(error). The result is returned either way.
@@ -709,6 +720,7 @@ ARGUMENT_SPEC = dict(
     },
     sharing={"type": "bool", "default": False},
     workloads={"type": "bool", "default": False},
+    batch={"type": "bool", "default": False},
     fail_on_error={"type": "bool", "default": False},
 )
 
