@@ -56,6 +56,7 @@ down:
 demo: up
 	ansible-playbook site.yml -i inventories/local
 	$(LAB) table --wait 60
+	ansible-playbook hack/demo/sample_jobs.yml -i inventories/local
 	ansible-playbook playbooks/diagnose.yml -i inventories/local
 
 lint: venv

@@ -17,7 +17,7 @@ description:
     namespace, the chart values (the manager's Configuration, the image pinned to the chart version), and the
     findings (an unknown flavor or GPU product lists the real ones; limits without a cohort; a lending limit above the
     nominal quota; a team selecting no namespace; quota above the flavor's nodes' capacity, as a warning).
-positional: nodes, crds
+positional: nodes, crds, check_mode
 options:
   _input:
     description: The role's variables (C(kueue_*)).
@@ -33,6 +33,12 @@ options:
     type: list
     elements: str
     default: []
+  check_mode:
+    description:
+      - The run is in check mode. When no node carries a GPU product label yet (the GPU Operator has not run), a quota
+        on a GPU product is a warning and its team is left out, instead of an error.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -56,12 +62,12 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _kueue  # noqa: E402
 
 
-def kueue_objects(variables, nodes, crds=None):
+def kueue_objects(variables, nodes, crds=None, check_mode=False):
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("kueue_objects expects the role's variables as a dict")
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
         raise AnsibleFilterError("kueue_objects expects nodes as a list of Node objects")
-    built = _kueue.build(variables, nodes)
+    built = _kueue.build(variables, nodes, bool(check_mode))
     built["findings"] = _kueue.coexistence_findings([str(c) for c in crds or []]) + built["findings"]
     return built
 

@@ -109,6 +109,8 @@ def gather(reader, params, waiter=None):
     out = result(view, findings, api_requests=reader.requests)
     if "gpu_workloads" in view:
         out["gpu_workloads"] = view["gpu_workloads"]
+    if "batch" in view:
+        out["queues"] = _diag_batch.queue_rows(view)
     if wait:
         out["wait"] = {
             "ready": outcome.ready,

@@ -352,3 +352,40 @@ def rule_quota_capacity(view_: dict[str, Any]) -> list[dict[str, Any]]:
             )
         )
     return out
+
+
+def queue_rows(view_: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per ClusterQueue, flavor and resource: the quota (nominal, borrowing and lending limits) next to the
+    usage Kueue reports (``status.flavorsUsage``: total and borrowed), with the queue's admitted and pending workload
+    counts - what ``playbooks/diagnose.yml`` prints as QUEUES."""
+    batch = view_.get("batch") or {}
+    rows = []
+    for cq in sorted(batch.get("cluster_queues") or [], key=lambda q: _meta(q).get("name") or ""):
+        spec, status = cq.get("spec") or {}, cq.get("status") or {}
+        usage = {
+            (fl.get("name"), r.get("name")): r
+            for fl in status.get("flavorsUsage") or []
+            for r in fl.get("resources") or []
+        }
+        for group in spec.get("resourceGroups") or []:
+            for fl in group.get("flavors") or []:
+                for res in fl.get("resources") or []:
+                    used = usage.get((fl.get("name"), res.get("name"))) or {}
+                    rows.append(
+                        {
+                            "cluster_queue": _meta(cq).get("name"),
+                            "cohort": spec.get("cohortName"),
+                            "flavor": fl.get("name"),
+                            "resource": res.get("name"),
+                            "nominal": str(res.get("nominalQuota")),
+                            "borrowing_limit": None
+                            if res.get("borrowingLimit") is None
+                            else str(res["borrowingLimit"]),
+                            "lending_limit": None if res.get("lendingLimit") is None else str(res["lendingLimit"]),
+                            "used": str(used.get("total", "0")),
+                            "borrowed": str(used.get("borrowed", "0")),
+                            "admitted": status.get("admittedWorkloads", 0),
+                            "pending": status.get("pendingWorkloads", 0),
+                        }
+                    )
+    return rows

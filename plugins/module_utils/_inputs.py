@@ -307,7 +307,62 @@ def _kubeconfig_problems(doc: Any) -> list[str]:
     return out
 
 
+# The batch schedulers the collection knows, and those it ships a role for in this release.
+BATCH_SCHEDULERS = ("kueue", "volcano", "kai_scheduler")
+BATCH_SCHEDULERS_SHIPPED = ("kueue",)
+
+
+def batch_schedulers(var: str, value: Any, **_: Any) -> list[Finding]:
+    """gpuops_batch_schedulers: known names, no duplicates, a role for each in this release, and never KAI Scheduler
+    next to Kueue (KAI v0.20 watches kueue.x-k8s.io/v1alpha1 Topology, which Kueue 0.19's CRD no longer serves)."""
+    if not isinstance(value, list):
+        return []  # the argument spec's type check reports it
+    out = []
+    unknown = [v for v in value if v not in BATCH_SCHEDULERS]
+    if unknown:
+        out.append(
+            variable_finding(
+                "batch-scheduler-unknown",
+                var,
+                value,
+                f"{', '.join(map(show, unknown))} is not a batch scheduler the collection knows",
+                f"list only {', '.join(BATCH_SCHEDULERS)} in {var}",
+            )
+        )
+    missing = [v for v in value if v in BATCH_SCHEDULERS and v not in BATCH_SCHEDULERS_SHIPPED]
+    if missing:
+        out.append(
+            variable_finding(
+                "batch-scheduler-not-shipped",
+                var,
+                value,
+                f"this release has no role for {', '.join(missing)} "
+                f"(only {', '.join(BATCH_SCHEDULERS_SHIPPED)}; docs/schedulers.md)",
+                f"remove {', '.join(missing)} from {var}",
+            )
+        )
+    if "kueue" in value and "kai_scheduler" in value:
+        out.append(
+            variable_finding(
+                "batch-scheduler-conflict",
+                var,
+                value,
+                "KAI Scheduler watches kueue.x-k8s.io/v1alpha1 Topology, which Kueue 0.19's CRD no longer serves: "
+                "with both, KAI stalls",
+                f"keep one of kueue and kai_scheduler in {var}",
+            )
+        )
+    if len(set(value)) != len(value):
+        out.append(
+            variable_finding(
+                "batch-scheduler-duplicate", var, value, "a scheduler is listed twice", f"list each once in {var}"
+            )
+        )
+    return out
+
+
 RULES: dict[str, Callable[..., list[Finding]]] = {
+    "batch_schedulers": batch_schedulers,
     "dns1123_label": dns1123_label,
     "release_name": release_name,
     "chart_version": chart_version,

@@ -349,6 +349,7 @@ def _quota_entries(
     flavors: Sequence[Mapping[str, Any]],
     findings: list[Finding],
     gpu_flavors: bool = True,
+    check_mode: bool = False,
 ) -> list[tuple[Mapping[str, Any], dict[str, dict[str, Any]]]]:
     """(flavor, {resource: {nominal, borrowing_limit, lending_limit}}) for each quota of a team; findings for the
     rest."""
@@ -361,14 +362,18 @@ def _quota_entries(
         where = f"kueue_teams[{ti}].quotas[{qi}]"
         flavor = _resolve_flavor((quota or {}).get("flavor"), flavors)
         if flavor is None:
+            early = gpu_flavors and not any(f.get("source") == "gpu-product" for f in flavors) and check_mode
             findings.append(
                 _finding(
                     "kueue-flavor-unknown",
-                    "error",
+                    "warning" if early else "error",
                     ref,
                     [f"{where}.flavor: {_show(quota.get('flavor'))}", f"flavors: {_known(flavors, bool(gpu_flavors))}"],
-                    "a quota can only cover a flavor that exists: a flavor of a GPU product the cluster's nodes carry, "
-                    "or one of kueue_flavors",
+                    "no node carries a GPU product label yet (check mode before the GPU Operator's feature discovery "
+                    "ran): the GPU flavors are known once it has; the real run checks the quota again"
+                    if early
+                    else "a quota can only cover a flavor that exists: a flavor of a GPU product the cluster's nodes "
+                    "carry, or one of kueue_flavors",
                     "use one of the flavors listed (a flavor name or its GPU product), or add the flavor to "
                     "kueue_flavors",
                 )
@@ -524,7 +529,12 @@ def _preemption(team: Mapping[str, Any], ti: int, findings: list[Finding]) -> di
 
 
 def _team(
-    team: Any, ti: int, flavors: Sequence[Mapping[str, Any]], findings: list[Finding], gpu_flavors: bool = True
+    team: Any,
+    ti: int,
+    flavors: Sequence[Mapping[str, Any]],
+    findings: list[Finding],
+    gpu_flavors: bool = True,
+    check_mode: bool = False,
 ) -> tuple[Obj, list[Obj]] | None:
     if not isinstance(team, Mapping):
         findings.append(
@@ -605,9 +615,9 @@ def _team(
                 "fix it",
             )
         )
-    quotas = _quota_entries(team, ti, flavors, findings, gpu_flavors)
+    quotas = _quota_entries(team, ti, flavors, findings, gpu_flavors, check_mode)
     preemption = _preemption(team, ti, findings)
-    if len(findings) > before:
+    if any(f["severity"] == "error" for f in findings[before:]) or len(quotas) < len(team.get("quotas") or []):
         return None
     # sorted: the object does not depend on the order the variables list the resources in
     covered = sorted({r for _flavor, entry in quotas for r in entry})
@@ -745,8 +755,10 @@ def input_findings(variables: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
-def build(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Everything the role applies, and the findings. ``nodes``: the cluster's Node objects."""
+def build(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], check_mode: bool = False) -> dict[str, Any]:
+    """Everything the role applies, and the findings. ``nodes``: the cluster's Node objects. In ``check_mode`` on a
+    cluster whose nodes carry no GPU product label yet (the GPU Operator's feature discovery has not run: site.yml
+    --check on a new cluster), a quota on a GPU product is a warning, and its team is left out of the plan."""
     findings = input_findings(variables)
     flavors, flavor_findings = _flavor_catalog(variables, nodes)
     findings += flavor_findings
@@ -769,7 +781,7 @@ def build(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> d
             )
             continue
         seen_teams.add(str(name))
-        built = _team(team, ti, flavors, findings, bool(variables.get("kueue_gpu_flavors", True)))
+        built = _team(team, ti, flavors, findings, bool(variables.get("kueue_gpu_flavors", True)), check_mode)
         if built is None:
             continue
         cq, team_lqs = built

@@ -644,6 +644,47 @@ wait:
     msg:
       description: The failure message naming each object and condition, when not ready.
       type: str
+queues:
+  description:
+    - With O(batch) - one entry per Kueue ClusterQueue, flavor and resource, by ClusterQueue - the quota next to the
+      usage Kueue reports; empty when Kueue is not installed.
+  returned: when O(batch) is true
+  type: list
+  elements: dict
+  contains:
+    cluster_queue:
+      description: ClusterQueue name.
+      type: str
+    cohort:
+      description: Its cohort (C(cohortName)), or null.
+      type: str
+    flavor:
+      description: ResourceFlavor name.
+      type: str
+    resource:
+      description: Resource name, for example C(nvidia.com/gpu).
+      type: str
+    nominal:
+      description: Nominal quota.
+      type: str
+    borrowing_limit:
+      description: Borrowing limit, or null (no limit within the cohort).
+      type: str
+    lending_limit:
+      description: Lending limit, or null.
+      type: str
+    used:
+      description: In use by admitted workloads (C(status.flavorsUsage[].resources[].total)).
+      type: str
+    borrowed:
+      description: Of that, borrowed from the cohort.
+      type: str
+    admitted:
+      description: Admitted workloads of the ClusterQueue.
+      type: int
+    pending:
+      description: Pending workloads of the ClusterQueue.
+      type: int
 gpu_workloads:
   description: With O(workloads) - the GPU workloads, sorted by namespace and name.
   returned: when O(workloads) is true

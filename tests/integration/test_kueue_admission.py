@@ -87,29 +87,37 @@ def gpus(cluster, tmp_path_factory):
         assert r.returncode == 0, r.stdout[-3000:]
 
 
+KUEUE = {"kueue_values": {"controllerManager": {"tolerations": KWOK}}, "kueue_wait_timeout": 60}
+
+
+@pytest.fixture(scope="module")
+def release(cluster, gpus):
+    """The Kueue release (one per module, its own namespace); removed with kueue_state=absent at the end."""
+    common = {**KUEUE, "kueue_namespace": f"kq-{uuid.uuid4().hex[:6]}"}
+    yield common
+    r = play(gpus, cluster, [{"role": "gpuops.platform.kueue"}], **common, kueue_teams=[], kueue_state="absent")
+    assert r.returncode == 0, r.stdout[-3000:]
+
+
 @pytest.fixture
-def queues(cluster, gpus, namespace):
-    """kueue(teams) runs the role (release in its own namespace); the queues, flavors and release go afterwards."""
-    release_ns = f"kq-{uuid.uuid4().hex[:6]}"
-    common = {
-        "kueue_namespace": release_ns,
-        "kueue_values": {"controllerManager": {"tolerations": KWOK}},
-        "kueue_wait_timeout": 60,
-    }
+def queues(cluster, gpus, release, namespace):
+    """kueue(teams) runs the role; afterwards the test's Jobs go, then the role with no team prunes its queues (and
+    flavors stay: they follow the nodes)."""
 
     def run(teams, **extra):
-        return play(gpus, cluster, [{"role": "gpuops.platform.kueue"}], **common, kueue_teams=teams, **extra)
+        return play(gpus, cluster, [{"role": "gpuops.platform.kueue"}], **release, kueue_teams=teams, **extra)
 
     yield run
     batch = client.BatchV1Api(cluster.api_client)
-    batch.delete_collection_namespaced_job(namespace, propagation_policy="Foreground")
-    r = run([], kueue_state="absent", kueue_force=True)
-    assert r.returncode == 0, r.stdout[-3000:]
     custom = client.CustomObjectsApi(cluster.api_client)
+    batch.delete_collection_namespaced_job(namespace, propagation_policy="Background")
+    wait_for(lambda: not custom.list_namespaced_custom_object(*API, namespace, "workloads")["items"], 60)
+    r = run([])
+    assert r.returncode == 0, r.stdout[-3000:]
     left = custom.list_cluster_custom_object(*API, "clusterqueues", label_selector="gpuops.platform/role=kueue")[
         "items"
     ]
-    assert left == []
+    assert left == [], [q["metadata"]["name"] for q in left]
 
 
 def job(name: str, queue: str, pods: int, gpus: int, node_selector: dict | None = None) -> dict:
@@ -237,6 +245,11 @@ def test_borrowing_within_a_cohort_and_preemption_back(cluster, namespace, core,
         assert ours.running("mine", 2), ours.condition("mine", "QuotaReserved")
         assert wait_for(lambda: theirs.suspended("wide") is True, 30)
     finally:
+        client.BatchV1Api(cluster.api_client).delete_collection_namespaced_job(
+            f"{namespace}-b", propagation_policy="Background"
+        )
+        custom = client.CustomObjectsApi(cluster.api_client)
+        wait_for(lambda: not custom.list_namespaced_custom_object(*API, f"{namespace}-b", "workloads")["items"], 60)
         core.delete_namespace(f"{namespace}-b")
 
 

@@ -43,6 +43,7 @@ def plays_that_act(tag: str) -> set[str]:
         # the sharing fields land through the GPU Operator's release: both layers run both plays
         ("sharing", {"GPU sharing per node pool", "NVIDIA GPU Operator", "GPU sharing validation"}),
         ("network", {"NVIDIA Network Operator", "SR-IOV Network Operator"}),
+        ("batch", {"Batch layer - queues and quotas as code"}),
         (
             "operators",
             {

@@ -59,6 +59,12 @@ def ids(findings):
         ("non_empty_mapping", {"a": "b"}, True),
         ("non_empty_mapping", {}, False),
         ("non_empty_mapping", "a=b", False),
+        ("batch_schedulers", [], True),
+        ("batch_schedulers", ["kueue"], True),
+        ("batch_schedulers", ["slurm"], False),
+        ("batch_schedulers", ["volcano"], False),  # no role in this release
+        ("batch_schedulers", ["kueue", "kai_scheduler"], False),
+        ("batch_schedulers", ["kueue", "kueue"], False),
     ],
 )
 def test_value_rules(rule, value, ok):

@@ -436,3 +436,19 @@ def test_filter_input_errors(args, match):
         kueue_objects(*args)
     with pytest.raises(AnsibleFilterError, match="check must be"):
         kueue_owned([], [], "other")
+
+
+def test_check_mode_before_gpu_feature_discovery_warns_and_leaves_the_team_out():
+    bare = [node("dgx-0", {}, {"cpu": "224"})]  # no GPU product label yet: the GPU Operator has not run
+    built = kq.build(variables(), bare, check_mode=True)
+    assert [(f["id"], f["severity"]) for f in built["findings"]] == [("kueue-flavor-unknown", "warning")]
+    assert "check mode before the GPU Operator" in built["findings"][0]["cause"]
+    assert built["cluster_queues"] == [] and built["local_queues"] == []
+    # the real run (or check mode on a cluster that has GPU labels) keeps it an error
+    assert kq.build(variables(), bare)["findings"][0]["severity"] == "error"
+    with_labels = kq.build(
+        variables(kueue_teams=[team(quotas=[{"flavor": "NVIDIA-B200", "resources": {"nvidia.com/gpu": 1}}])]),
+        NODES,
+        check_mode=True,
+    )
+    assert [(f["id"], f["severity"]) for f in with_labels["findings"]] == [("kueue-flavor-unknown", "error")]
