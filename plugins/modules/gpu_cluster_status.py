@@ -209,7 +209,7 @@ options:
         namespaces and all pods. Six more list requests.
       - Findings C(kueue-local-queue-missing), C(kueue-cluster-queue-missing),
         C(kueue-cluster-queue-selects-no-namespace) (a nil C(namespaceSelector) selects no namespace),
-        C(kueue-flavor-matches-no-node), C(pod-scheduler-missing) (pods naming a scheduler that does not run: no
+        C(kueue-flavor-matches-no-node), C(pod-scheduler-missing) (pods naming a scheduler that does not run - no
         C(PodScheduled) condition 30 s after creation) and C(kueue-quota-above-capacity) (a warning with the numbers).
     type: bool
     default: false

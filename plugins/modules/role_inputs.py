@@ -18,8 +18,9 @@ description:
     against the kinds of the values the role renders for the same keys."
   - "Value rules: V(dns1123_label) (namespaces), V(release_name) (Helm release names, 53 characters at most),
     V(chart_version) (one exact version), V(nvidia_driver_version), V(amd_driver_version) (versions only, shell
-    metacharacters named), V(url), V(non_empty_mapping) and V(kubeconfig) (the file exists, is a kubeconfig and
-    has the context asked for)."
+    metacharacters named), V(url), V(non_empty_mapping), V(kubeconfig) (the file exists, is a kubeconfig and
+    has the context asked for) and V(batch_schedulers) (known batch schedulers with a role, KAI Scheduler never next
+    to Kueue)."
   - Used by the roles' C(tasks/inputs.yml) and by the preflight play that starts C(playbooks/site.yml).
   - Fails when a finding is an error, naming each variable, its value and the fix.
 author:
@@ -67,8 +68,8 @@ options:
         description: The rule.
         type: str
         required: true
-        choices: [dns1123_label, release_name, chart_version, nvidia_driver_version, amd_driver_version, url,
-                  non_empty_mapping, kubeconfig]
+        choices: [amd_driver_version, batch_schedulers, chart_version, dns1123_label, kubeconfig, non_empty_mapping,
+                  nvidia_driver_version, release_name, url]
       value:
         description: The value; taken from O(variables) when omitted.
         type: raw
