@@ -7,7 +7,8 @@
 2. the kueue role's converge for T teams (default 50: one namespace, one LocalQueue and one ClusterQueue each, in one
    cohort), then the idempotent re-run, each timed as a whole ansible-playbook process.
 
-The lab must be up (`python -m gpuops_lab up`); everything made is deleted afterwards.
+The lab must be up with the inventory nodes (`python -m gpuops_lab up --inventory-nodes`: the release's controller pod
+needs a worker node); everything made is deleted afterwards.
 Usage: PYTHONPATH=hack .venv/bin/python benchmarks/kueue.py [--jobs 1000] [--teams 50]
 Writes benchmarks/results/kueue-<UTC date>.json and prints it."""
 
