@@ -78,7 +78,8 @@ def gpus(cluster, tmp_path_factory):
             )
 
         assert wait_for(advertised, 60), (
-            "the inventory's GPU nodes (lab up --inventory-nodes) do not advertise their GPUs: "
+            "the inventory's GPU nodes (lab up --inventory-nodes) do not advertise their GPUs (without NFD's "
+            "pci-10de label - after an uninstall deleted the NFD CRDs - the simulated device plugin has no node): "
             + str({n.metadata.name: (n.status.allocatable or {}).get("nvidia.com/gpu") for n in core.list_node().items})
         )
         yield tmp
