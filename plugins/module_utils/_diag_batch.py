@@ -41,7 +41,7 @@ MAX_LISTED = 5
 
 def collect(reader) -> dict[str, Any]:
     """The objects the batch rules read; Kueue's kinds are None when Kueue's CRDs are not installed."""
-    out = {"now": time.time()}
+    out: dict[str, Any] = {"now": time.time()}
     for plural in ("workloads", "localqueues", "clusterqueues", "resourceflavors"):
         out[plural] = reader.objects(GROUP, VERSION, plural)
     out["namespaces"] = reader.core("namespaces") or []
@@ -238,7 +238,7 @@ def rule_flavor_no_node(view_: dict[str, Any]) -> list[dict[str, Any]]:
         if _waiting(wl):
             lq = lqs.get((_meta(wl).get("namespace"), (wl.get("spec") or {}).get("queueName")))
             if lq is not None:
-                waiting.setdefault((lq.get("spec") or {}).get("clusterQueue"), []).append(ref)
+                waiting.setdefault(str((lq.get("spec") or {}).get("clusterQueue")), []).append(ref)
             continue
         for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
             for flavor in set((psa.get("flavors") or {}).values()):
