@@ -30,6 +30,7 @@ from ansible.module_utils.common.validation import (
     check_type_path,
     check_type_str,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils import _kai
 
 Finding = dict[str, Any]
 
@@ -309,12 +310,20 @@ def _kubeconfig_problems(doc: Any) -> list[str]:
 
 # The batch schedulers the collection knows, and those it ships a role for in this release.
 BATCH_SCHEDULERS = ("kueue", "volcano", "kai_scheduler")
-BATCH_SCHEDULERS_SHIPPED = ("kueue",)
+BATCH_SCHEDULERS_SHIPPED = ("kueue", "volcano", "kai_scheduler")
+# The scheduler name each answers to (pods' spec.schedulerName); Kueue admits, kube-scheduler places.
+_SCHEDULER_NAMES = {"kueue": "default-scheduler", "kai_scheduler": "kai-scheduler"}
 
 
-def batch_schedulers(var: str, value: Any, **_: Any) -> list[Finding]:
-    """gpuops_batch_schedulers: known names, no duplicates, a role for each in this release, and never KAI Scheduler
-    next to Kueue (KAI v0.20 watches kueue.x-k8s.io/v1alpha1 Topology, which Kueue 0.19's CRD no longer serves)."""
+def batch_schedulers(
+    var: str, value: Any, kai_version: Any = None, volcano_scheduler_name: Any = None, **_: Any
+) -> list[Finding]:
+    """gpuops_batch_schedulers: known names, no duplicates, a role for each in this release; never two schedulers
+    answering to one scheduler name (the default one included: Volcano renamed ``default-scheduler`` races
+    kube-scheduler, and Volcano named ``kai-scheduler`` races KAI); never a KAI Scheduler version that watches
+    kueue.x-k8s.io/v1alpha1 Topology (up to v0.10.x, the retracted v0.20.x) next to Kueue 0.19, whose CRD no longer
+    serves it (``_kai.kueue_conflict``). ``kai_version``: kai_scheduler_chart_version; ``volcano_scheduler_name``:
+    volcano_scheduler_name."""
     if not isinstance(value, list):
         return []  # the argument spec's type check reports it
     out = []
@@ -341,17 +350,37 @@ def batch_schedulers(var: str, value: Any, **_: Any) -> list[Finding]:
                 f"remove {', '.join(missing)} from {var}",
             )
         )
-    if "kueue" in value and "kai_scheduler" in value:
+    if "kueue" in value and "kai_scheduler" in value and _kai.kueue_conflict(str(kai_version or "")):
         out.append(
             variable_finding(
                 "batch-scheduler-conflict",
                 var,
                 value,
-                "KAI Scheduler watches kueue.x-k8s.io/v1alpha1 Topology, which Kueue 0.19's CRD no longer serves: "
-                "with both, KAI stalls",
-                f"keep one of kueue and kai_scheduler in {var}",
+                f"KAI Scheduler {kai_version} watches kueue.x-k8s.io/v1alpha1 Topology, which Kueue 0.19's CRD no "
+                "longer serves: with both, KAI stalls",
+                f"pin kai_scheduler_chart_version to v0.11.0 or later (v0.17.0 has its own Topology), or keep one of "
+                f"kueue and kai_scheduler in {var}",
             )
         )
+    names = dict(_SCHEDULER_NAMES, volcano=str(volcano_scheduler_name or "volcano"))
+    claims: dict[str, list[str]] = {}
+    for sched in dict.fromkeys(v for v in value if v in names):
+        if sched != "kueue":
+            claims.setdefault(names[sched], []).append(sched)
+    for sched_name, who in sorted(claims.items()):
+        if sched_name == "default-scheduler" or len(who) > 1:
+            out.append(
+                variable_finding(
+                    "batch-scheduler-name-claimed",
+                    var,
+                    value,
+                    f"{' and '.join(who + (['kube-scheduler'] if sched_name == 'default-scheduler' else []))} would "
+                    f"all answer to schedulerName {sched_name}: two schedulers binding the same pods race and "
+                    "double-book GPUs",
+                    "give each scheduler its own name (volcano_scheduler_name: volcano; KAI answers to kai-scheduler), "
+                    f"or keep one of them in {var}",
+                )
+            )
     if len(set(value)) != len(value):
         out.append(
             variable_finding(

@@ -48,6 +48,7 @@ KINDS = ("LocalQueue", "ClusterQueue", "ResourceFlavor")
 PLURALS = {"LocalQueue": "localqueues", "ClusterQueue": "clusterqueues", "ResourceFlavor": "resourceflavors"}
 # KAI Scheduler's CRDs: KAI v0.20 watches kueue.x-k8s.io/v1alpha1 Topology, which Kueue 0.19's CRD no longer serves
 KAI_CRDS = ("queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "schedulingshards.kai.scheduler")
+KAI_TOPOLOGY_CRD = "topologies.kai.scheduler"
 # GPU product labels, by vendor: GFD's and the AMD labeller's
 PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
 GPU_RESOURCE_RE = re.compile(r"^(nvidia\.com/(gpu|mig-.+)|amd\.com/gpu)$")
@@ -180,20 +181,26 @@ def queue_ready(obj: Mapping[str, Any]) -> str | None:
 
 
 def coexistence_findings(crd_names: Sequence[str]) -> list[Finding]:
-    """An error when KAI Scheduler's CRDs are in the cluster: Kueue's chart replaces the Topology CRD with one that
-    no longer serves the kueue.x-k8s.io/v1alpha1 KAI watches (KAI then stalls)."""
+    """An error when an old KAI Scheduler is in the cluster: KAI up to v0.10.x (and the retracted v0.20.x) watch
+    kueue.x-k8s.io/v1alpha1 Topology, which Kueue 0.19's CRD no longer serves (KAI then stalls). Those versions have
+    KAI's CRDs without KAI's own Topology CRD (``topologies.kai.scheduler``, from v0.11.0); a KAI with it (the
+    pinned v0.17.0) only copies Kueue's Topologies and runs next to Kueue."""
     kai = [c for c in crd_names if c in KAI_CRDS]
-    if not kai:
+    if not kai or KAI_TOPOLOGY_CRD in crd_names:
         return []
     return [
         _finding(
             "kueue-kai-topology-conflict",
             "error",
             {"kind": "CustomResourceDefinition", "name": "topologies.kueue.x-k8s.io"},
-            [f"KAI Scheduler's CRDs are installed: {', '.join(sorted(kai))}"],
-            "Kueue 0.19's Topology CRD serves v1beta1/v1beta2 only; KAI Scheduler watches kueue.x-k8s.io/v1alpha1 "
+            [
+                f"KAI Scheduler's CRDs are installed ({', '.join(sorted(kai))}) without its own {KAI_TOPOLOGY_CRD}: a "
+                "KAI Scheduler older than v0.11.0 (or the retracted v0.20.x)"
+            ],
+            "Kueue 0.19's Topology CRD serves v1beta1/v1beta2 only; that KAI Scheduler watches kueue.x-k8s.io/v1alpha1 "
             "Topology and stalls once Kueue's chart replaces the CRD",
-            "run one of the two batch schedulers: remove KAI Scheduler first, or do not install Kueue here",
+            "upgrade KAI Scheduler to v0.11.0 or later (the kai_scheduler role pins v0.17.0) before installing Kueue, "
+            "or do not install Kueue here",
         )
     ]
 

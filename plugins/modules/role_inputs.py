@@ -19,7 +19,8 @@ description:
   - "Value rules: V(dns1123_label) (namespaces), V(release_name) (Helm release names, 53 characters at most),
     V(chart_version) (one exact version), V(nvidia_driver_version), V(amd_driver_version) (versions only, shell
     metacharacters named), V(url), V(non_empty_mapping), V(kubeconfig) (the file exists, is a kubeconfig and
-    has the context asked for) and V(batch_schedulers) (known batch schedulers with a role, KAI Scheduler never next
+    has the context asked for) and V(batch_schedulers) (known batch schedulers with a role, no two answering to
+    one scheduler name or to kube-scheduler's, no KAI Scheduler version that watches Kueue's v1alpha1 Topology next
     to Kueue)."
   - Used by the roles' C(tasks/inputs.yml) and by the preflight play that starts C(playbooks/site.yml).
   - Fails when a finding is an error, naming each variable, its value and the fix.
@@ -81,6 +82,14 @@ options:
         type: str
       context_var:
         description: Rule V(kubeconfig) - the variable that names the context (for the message).
+        type: str
+      kai_version:
+        description:
+          - Rule V(batch_schedulers) - the KAI Scheduler chart version (versions up to v0.10.x and the retracted
+            v0.20.x watch Kueue's v1alpha1 Topology and are refused next to Kueue).
+        type: str
+      volcano_scheduler_name:
+        description: Rule V(batch_schedulers) - the name Volcano's scheduler answers to (default V(volcano)).
         type: str
   values:
     description: User chart values to check against what the role renders.
@@ -182,6 +191,8 @@ ARGUMENT_SPEC = {
             "allow_empty": {"type": "bool"},
             "context": {"type": "str"},
             "context_var": {"type": "str"},
+            "kai_version": {"type": "str"},
+            "volcano_scheduler_name": {"type": "str"},
         },
     },
     "values": {

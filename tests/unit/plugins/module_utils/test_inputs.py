@@ -62,8 +62,9 @@ def ids(findings):
         ("batch_schedulers", [], True),
         ("batch_schedulers", ["kueue"], True),
         ("batch_schedulers", ["slurm"], False),
-        ("batch_schedulers", ["volcano"], False),  # no role in this release
-        ("batch_schedulers", ["kueue", "kai_scheduler"], False),
+        ("batch_schedulers", ["volcano"], True),
+        ("batch_schedulers", ["kueue", "kai_scheduler"], True),  # KAI v0.11+ has its own Topology
+        ("batch_schedulers", ["kueue", "volcano", "kai_scheduler"], True),
         ("batch_schedulers", ["kueue", "kueue"], False),
     ],
 )
@@ -75,6 +76,28 @@ def test_value_rules(rule, value, ok):
         assert f["evidence"][0].startswith("the_var: ")
         assert "the_var" in f["fix"]
         assert "the_var" in _inputs.message(f)
+
+
+@pytest.mark.parametrize(
+    ("value", "kwargs", "expect"),
+    [
+        (["kueue", "kai_scheduler"], {"kai_version": "v0.17.0"}, []),
+        (["kueue", "kai_scheduler"], {"kai_version": "v0.10.5"}, ["batch-scheduler-conflict"]),
+        (["kueue", "kai_scheduler"], {"kai_version": "v0.20.1"}, ["batch-scheduler-conflict"]),  # retracted
+        (["kai_scheduler"], {"kai_version": "v0.10.5"}, []),  # no Kueue, no conflict
+        (["volcano"], {"volcano_scheduler_name": "default-scheduler"}, ["batch-scheduler-name-claimed"]),
+        (["kueue", "volcano"], {"volcano_scheduler_name": "volcano"}, []),
+        (["volcano", "kai_scheduler"], {"volcano_scheduler_name": "kai-scheduler"}, ["batch-scheduler-name-claimed"]),
+        (["volcano", "kai_scheduler"], {}, []),
+    ],
+)
+def test_batch_schedulers_versions_and_names(value, kwargs, expect):
+    found = _inputs.batch_schedulers("gpuops_batch_schedulers", value, **kwargs)
+    assert [f["id"] for f in found] == expect
+    for f in found:
+        assert "gpuops_batch_schedulers" in f["fix"]
+    if "batch-scheduler-name-claimed" in expect:
+        assert "kube-scheduler" in found[0]["cause"] or "kai_scheduler" in found[0]["cause"]
 
 
 def test_metacharacters_are_named():

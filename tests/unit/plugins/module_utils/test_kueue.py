@@ -422,12 +422,14 @@ def test_queue_readiness(status, unmet):
     assert _readiness.KINDS["LocalQueue"].namespaced and not _readiness.KINDS["ClusterQueue"].namespaced
 
 
-def test_kai_next_to_kueue_is_an_error():
+def test_old_kai_next_to_kueue_is_an_error():
     assert kq.coexistence_findings(["clusterqueues.kueue.x-k8s.io"]) == []
     (finding,) = kq.coexistence_findings(["queues.scheduling.run.ai", "clusterqueues.kueue.x-k8s.io"])
     assert finding["id"] == "kueue-kai-topology-conflict"
     built = kueue_objects(variables(), NODES, ["podgroups.scheduling.run.ai"])
     assert ids(built["findings"]) == ["kueue-kai-topology-conflict"]
+    # KAI v0.11.0 and later (v0.17.0 pinned) have their own kai.scheduler Topology: no conflict
+    assert kq.coexistence_findings(["queues.scheduling.run.ai", "topologies.kai.scheduler"]) == []
 
 
 @pytest.mark.parametrize(("args", "match"), [(("x", []), "variables as a dict"), (({}, "x"), "nodes as a list")])

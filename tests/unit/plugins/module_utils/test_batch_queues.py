@@ -1,0 +1,361 @@
+"""The volcano and kai_scheduler roles' rules (_volcano, _kai, _queue_tree) and their filters, as tables."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuops.platform.plugins.filter.batch_queues import batch_queues
+from ansible_collections.gpuops.platform.plugins.filter.batch_queues_owned import batch_queues_owned
+from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _queue_tree, _volcano
+
+NODES = [
+    {"metadata": {"name": f"gpu-{i}"}, "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "64"}}}
+    for i in range(2)
+]
+
+
+def ids(findings):
+    return sorted(f["id"] for f in findings)
+
+
+def errors(findings):
+    return sorted(f["id"] for f in findings if f["severity"] == "error")
+
+
+def vvars(queues, **kw):
+    return {
+        "volcano_chart_version": "1.15.1",
+        "volcano_scheduler_name": "volcano",
+        "volcano_enabled_admissions": ["/jobs/mutate", "/queues/validate"],
+        "volcano_queues": queues,
+        **kw,
+    }
+
+
+def kvars(queues, **kw):
+    return {"kai_scheduler_chart_version": "v0.17.0", "kai_scheduler_queues": queues, **kw}
+
+
+# --- the tree ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parents", "external", "depth", "expect"),
+    [
+        ({"a": None, "b": "a"}, [], 5, []),
+        ({"a": "root"}, ["root"], 5, []),
+        ({"a": "nope"}, [], 5, ["x-queue-parent-unknown"]),
+        ({"a": "b", "b": "a"}, [], 5, ["x-queue-cycle"]),  # one cycle, one finding
+        ({"a": "a"}, [], 5, ["x-queue-cycle"]),
+        ({"a": None, "b": "a", "c": "b"}, [], 2, ["x-queue-too-deep"]),
+        ({"a": None, "b": "a", "c": "b"}, [], 3, []),
+        ({"a": "default-parent-queue"}, ["default-parent-queue"], 1, ["x-queue-too-deep"]),
+    ],
+)
+def test_parents(parents, external, depth, expect):
+    assert ids(_queue_tree.parent_findings("x", "var", "Queue", parents, external, depth)) == expect
+
+
+F = Fraction
+
+
+@pytest.mark.parametrize(
+    ("amounts", "missing", "expect"),
+    [
+        ({"p": {"gpu": F(8)}, "a": {"gpu": F(4)}, "b": {"gpu": F(4)}}, F(0), []),
+        ({"p": {"gpu": F(8)}, "a": {"gpu": F(6)}, "b": {"gpu": F(4)}}, F(0), ["x-queue-children-exceed-parent"]),
+        ({"p": {}, "a": {"gpu": F(1)}}, F(0), ["x-queue-children-exceed-parent"]),  # absent dimension is zero
+        ({"p": {"gpu": None}, "a": {"gpu": F(100)}}, F(0), []),  # unlimited parent
+        ({"p": {"gpu": F(8)}, "a": {"gpu": None}}, F(0), ["x-queue-children-exceed-parent"]),  # unlimited child
+        ({"p": {}, "a": {"gpu": F(1)}}, None, []),
+    ],
+)
+def test_children_sum(amounts, missing, expect):
+    parents = {"p": None, "a": "p", "b": "p"}
+    found = _queue_tree.sum_findings("x", "Queue", "guarantee", parents, amounts, missing)
+    assert ids(found) == expect
+    for f in found:
+        assert f["object"]["name"] == "p"
+        assert "sum to" in f["evidence"][0]
+
+
+def test_caps_and_delete_order():
+    parents = {"p": None, "a": "p", "b": "a"}
+    caps = {"p": {"gpu": F(8)}, "a": {}, "b": {"gpu": F(16)}}
+    (f,) = _queue_tree.cap_findings("x", "Queue", "capability", parents, caps)
+    assert f["object"]["name"] == "b" and "ancestor p has 8" in f["evidence"][0]
+    assert _queue_tree.cap_findings("x", "Queue", "capability", parents, {"p": {"gpu": F(8)}, "b": {"gpu": F(8)}}) == []
+    live = [{"metadata": {"name": n}, "spec": {"parent": p}} for n, p in parents.items()]
+    objs = [{"metadata": {"name": n}} for n in ("p", "a", "b")]
+    assert [o["metadata"]["name"] for o in _queue_tree.children_first(objs, live, "parent")] == ["b", "a", "p"]
+
+
+# --- Volcano ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("queues", "extra", "expect"),
+    [
+        ([{"name": "research", "weight": 2, "capability": {"nvidia.com/gpu": 8}}], {}, []),
+        ([{"name": "default"}], {}, ["volcano-queue-reserved"]),
+        ([{"name": "root"}], {}, ["volcano-queue-reserved"]),
+        ([{"name": "Bad_Name"}], {}, ["volcano-queue-name-invalid"]),
+        ([{"name": "a"}, {"name": "a"}], {}, ["volcano-queue-duplicate"]),
+        ([{"name": "a", "weight": 0}], {}, ["volcano-queue-weight-invalid"]),
+        ([{"name": "a", "capability": {"nvidia.com/gpu": "x"}}], {}, ["volcano-queue-resources-invalid"]),
+        (
+            [{"name": "a", "deserved": {"nvidia.com/gpu": 4}, "guarantee": {"nvidia.com/gpu": 6}}],
+            {},
+            ["volcano-queue-guarantee-above-deserved"],
+        ),
+        (
+            [{"name": "a", "capability": {"nvidia.com/gpu": 2}, "deserved": {"nvidia.com/gpu": 4}}],
+            {},
+            ["volcano-queue-deserved-above-capability"],
+        ),
+        ([{"name": "a", "parent": "p"}], {}, ["volcano-queue-parent-unknown"]),
+        ([{"name": "p", "weight": 3}, {"name": "a", "parent": "p"}], {}, ["volcano-queue-weight-ignored"]),
+        (
+            [
+                {"name": "p", "deserved": {"nvidia.com/gpu": 8}, "guarantee": {"nvidia.com/gpu": 8}},
+                {"name": "a", "parent": "p", "deserved": {"nvidia.com/gpu": 6}, "guarantee": {"nvidia.com/gpu": 4}},
+                {"name": "b", "parent": "p", "deserved": {"nvidia.com/gpu": 6}, "guarantee": {"nvidia.com/gpu": 6}},
+            ],
+            {},
+            ["volcano-queue-children-exceed-parent", "volcano-queue-children-exceed-parent"],
+        ),
+        (
+            [
+                {"name": "p", "capability": {"nvidia.com/gpu": 8}},
+                {"name": "a", "parent": "p", "capability": {"nvidia.com/gpu": 9}},
+            ],
+            {},
+            ["volcano-queue-cap-above-ancestor"],
+        ),
+        ([], {"volcano_scheduler_name": "default-scheduler"}, ["volcano-claims-default-scheduler"]),
+        ([], {"volcano_enabled_admissions": ["/nope/validate"]}, ["volcano-admission-unknown"]),
+    ],
+)
+def test_volcano_rules(queues, extra, expect):
+    built = _volcano.build(vvars(queues, **extra), NODES)
+    assert errors(built["findings"]) == expect
+    for f in built["findings"]:
+        assert f["evidence"] and f["cause"] and f["fix"]
+
+
+def test_volcano_objects_and_scheduler_config():
+    built = batch_queues(
+        vvars([{"name": "research", "weight": 2, "capability": {"nvidia.com/gpu": 8, "memory": "1024Mi"}}]),
+        "volcano",
+        NODES,
+    )
+    (q,) = built["queues"]
+    assert q["apiVersion"] == "scheduling.volcano.sh/v1beta1" and q["kind"] == "Queue"
+    assert q["spec"] == {"reclaimable": True, "weight": 2, "capability": {"memory": "1073741824", "nvidia.com/gpu": "8"}}
+    assert q["metadata"]["labels"]["gpuops.platform/role"] == "volcano"
+    assert built["plugin"] == "proportion"
+    custom = built["chart_values"]["custom"]
+    assert custom["enabled_admissions"] == "/jobs/mutate,/queues/validate"
+    assert built["chart_values"]["basic"] == {"image_tag_version": "v1.15.1"}
+    conf = yaml.safe_load(custom["scheduler_config_override"])
+    assert conf["actions"] == "enqueue, allocate, backfill"
+    assert "proportion" in [p["name"] for t in conf["tiers"] for p in t["plugins"]]
+    # a parent (or deserved) switches to the capacity plugin with the hierarchy on
+    tree = batch_queues(
+        vvars([{"name": "p", "deserved": {"cpu": 8}}, {"name": "a", "parent": "p", "deserved": {"cpu": 4}}]),
+        "volcano",
+    )
+    conf = yaml.safe_load(tree["chart_values"]["custom"]["scheduler_config_override"])
+    plugins = {p["name"]: p for t in conf["tiers"] for p in t["plugins"]}
+    assert tree["plugin"] == "capacity" and plugins["capacity"]["enableHierarchy"] is True
+    assert "proportion" not in plugins and conf["actions"].endswith("reclaim")
+    assert tree["findings"] == []
+
+
+def test_volcano_capacity_warning():
+    built = _volcano.build(vvars([{"name": "a", "weight": 1, "guarantee": {"nvidia.com/gpu": 20}}]), NODES)
+    (f,) = built["findings"]
+    assert f["id"] == "volcano-guarantee-above-capacity" and f["severity"] == "warning"
+    assert "sum to 20" in f["evidence"][0] and "have 16 allocatable" in f["evidence"][0]
+
+
+def test_volcano_admitted():
+    queues = [{"metadata": {"name": "research"}}]
+    pgs = [
+        {"metadata": {"namespace": "ml", "name": "g1"}, "spec": {"queue": "research"}, "status": {"phase": "Running"}},
+        {"metadata": {"namespace": "ml", "name": "g2"}, "spec": {"queue": "research"}, "status": {"phase": "Pending"}},
+        {"metadata": {"namespace": "ml", "name": "g3"}, "spec": {}, "status": {"phase": "Running"}},  # default queue
+    ]
+    (f,) = batch_queues_owned(queues, pgs, "volcano", "admitted")
+    assert f["severity"] == "error" and f["object"]["names"] == ["research"] and "ml/g1" in f["evidence"][0]
+    assert "g2" not in f["evidence"][0] and "g3" not in f["evidence"][0]
+    assert batch_queues_owned(queues, pgs, "volcano", "admitted", True)[0]["severity"] == "warning"
+    assert batch_queues_owned(queues, pgs[1:], "volcano", "admitted") == []
+
+
+# --- KAI Scheduler ----------------------------------------------------------------------------------------------
+
+GPU8 = {"gpu": {"quota": 8, "limit": 16}}
+
+
+@pytest.mark.parametrize(
+    ("queues", "extra", "expect"),
+    [
+        ([{"name": "ml", "resources": GPU8}], {}, []),
+        ([{"name": "ml", "resources": {"gpu": {"quota": 8, "limit": 4}}}], {}, ["kai-queue-limit-below-quota"]),
+        ([{"name": "ml", "resources": {"gpu": {"quota": -1, "limit": 4}}}], {}, ["kai-queue-limit-below-quota"]),
+        ([{"name": "ml", "resources": {"gpu": {"quota": -1}}}], {}, []),
+        ([{"name": "ml", "resources": {"gpu": {"quota": -2}}}], {}, ["kai-queue-amount-invalid"]),
+        ([{"name": "ml", "resources": {"gpu": {"quota": "lots"}}}], {}, ["kai-queue-amount-invalid"]),
+        ([{"name": "ml", "resources": {"nvidia.com/gpu": {"quota": 1}}}], {}, ["kai-queue-resource-unknown"]),
+        ([{"name": "default-queue"}], {}, ["kai-queue-duplicate"]),
+        ([{"name": "default-queue"}], {"kai_scheduler_default_queues": False}, []),
+        ([{"name": "a", "parent": "nope"}], {}, ["kai-queue-parent-unknown"]),
+        ([{"name": "a", "parent": "default-parent-queue"}], {}, []),
+        (
+            [
+                {"name": "ml", "resources": GPU8},
+                {"name": "research", "parent": "ml", "resources": {"gpu": {"quota": 6, "limit": 8}}},
+                {"name": "serving", "parent": "ml", "resources": {"gpu": {"quota": 4, "limit": 8}}},
+            ],
+            {},
+            ["kai-queue-children-exceed-parent"],
+        ),
+        (
+            [
+                {"name": "ml", "resources": GPU8},
+                {"name": "research", "parent": "ml", "resources": {"gpu": {"quota": 4, "limit": 32}}},
+            ],
+            {},
+            ["kai-queue-cap-above-ancestor"],
+        ),
+        (
+            [
+                {"name": "ml", "resources": {"gpu": {"quota": -1}}},
+                {"name": "research", "parent": "ml", "resources": {"gpu": {"quota": 400}}},
+            ],
+            {},
+            [],
+        ),
+    ],
+)
+def test_kai_rules(queues, extra, expect):
+    built = _kai.build(kvars(queues, **extra), [])
+    assert errors(built["findings"]) == expect
+    for f in built["findings"]:
+        assert f["evidence"] and f["cause"] and f["fix"]
+
+
+def test_kai_children_sum_names_the_numbers():
+    built = _kai.build(
+        kvars(
+            [
+                {"name": "ml", "resources": GPU8},
+                {"name": "research", "parent": "ml", "resources": {"gpu": {"quota": 6, "limit": 8}}},
+                {"name": "serving", "parent": "ml", "resources": {"gpu": {"quota": 4, "limit": 8}}},
+            ]
+        ),
+        [],
+    )
+    (f,) = [f for f in built["findings"] if f["severity"] == "error"]
+    assert f["object"] == {"kind": "Queue", "name": "ml"}
+    assert f["evidence"] == ["quota[gpu]: children research 6 GPU, serving 4 GPU sum to 10 GPU; ml has 8 GPU"]
+
+
+def test_kai_objects_units_and_leaves():
+    built = batch_queues(
+        kvars(
+            [
+                {"name": "ml", "resources": {"gpu": {"quota": 8, "limit": -1}, "cpu": {"quota": "64"}, "memory": {"quota": -1}}},
+                {
+                    "name": "research",
+                    "parent": "ml",
+                    "priority": 200,
+                    "reclaim_min_runtime": "10m",
+                    "resources": {"gpu": {"quota": 0.5, "over_quota_weight": 2}, "memory": {"quota": "256Gi"}},
+                },
+            ]
+        ),
+        "kai_scheduler",
+        NODES,
+    )
+    ml, research = built["queues"]
+    assert ml["apiVersion"] == "scheduling.run.ai/v2"
+    assert ml["spec"]["resources"]["cpu"] == {"quota": 64000, "limit": -1, "overQuotaWeight": 1}
+    assert research["spec"]["parentQueue"] == "ml" and research["spec"]["priority"] == 200
+    assert research["spec"]["reclaimMinRuntime"] == "10m"
+    assert research["spec"]["resources"]["gpu"] == {"quota": 0.5, "limit": -1, "overQuotaWeight": 2}
+    assert research["spec"]["resources"]["memory"]["quota"] == pytest.approx(274877.906944)
+    assert built["leaf_queues"] == ["research"]
+    assert built["chart_values"] == {
+        "global": {"registry": "ghcr.io/kai-scheduler/kai-scheduler", "gpuSharing": False},
+        "defaultQueue": {"createDefaultQueue": True},
+    }
+    assert built["findings"] == []
+
+
+def test_kai_capacity_and_admitted():
+    built = _kai.build(kvars([{"name": "ml", "resources": {"gpu": {"quota": 24}}}]), NODES)
+    (f,) = built["findings"]
+    assert f["id"] == "kai-quota-above-capacity" and "have 16 GPU(s)" in f["evidence"][0]
+    queues = [{"metadata": {"name": "ml"}}]
+    pods = [
+        {
+            "metadata": {"namespace": "a", "name": "p1", "labels": {"kai.scheduler/queue": "ml"}},
+            "status": {"phase": "Running"},
+        },
+        {
+            "metadata": {"namespace": "a", "name": "p2", "labels": {"kai.scheduler/queue": "ml"}},
+            "status": {"phase": "Succeeded"},
+        },
+    ]
+    (f,) = batch_queues_owned(queues, pods, "kai_scheduler", "admitted")
+    assert f["object"]["names"] == ["ml"] and "a/p1" in f["evidence"][0] and "p2" not in f["evidence"][0]
+
+
+@pytest.mark.parametrize(
+    ("version", "conflict"),
+    [("v0.17.0", False), ("0.11.0", False), ("v0.10.5", True), ("v0.9.9", True), ("v0.20.1", True), ("bad", False)],
+)
+def test_kai_kueue_conflict_by_version(version, conflict):
+    assert _kai.kueue_conflict(version) is conflict
+
+
+def test_prune_children_first_and_landing():
+    wanted = _kai.build(kvars([{"name": "keep", "resources": GPU8}]), [])["queues"]
+    labels = dict(_kai.OWNER_LABELS)
+    live = [
+        {"kind": "Queue", "apiVersion": _kai.API_VERSION, "metadata": {"name": "p", "labels": labels}, "spec": {}},
+        {
+            "kind": "Queue",
+            "apiVersion": _kai.API_VERSION,
+            "metadata": {"name": "c", "labels": labels},
+            "spec": {"parentQueue": "p"},
+        },
+        {"kind": "Queue", "apiVersion": _kai.API_VERSION, "metadata": {"name": "hand"}, "spec": {}},
+        {**wanted[0]},
+    ]
+    assert [o["metadata"]["name"] for o in batch_queues_owned(wanted, live, "kai_scheduler")] == ["c", "p"]
+    assert batch_queues_owned(wanted, live, "kai_scheduler", "landed") == []
+    changed = [dict(wanted[0], spec={"resources": {}})]
+    (f,) = batch_queues_owned(wanted, changed, "kai_scheduler", "landed")
+    assert f["id"] == "kai-object-not-landed"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: batch_queues([], "volcano"), "variables as a dict"),
+        (lambda: batch_queues({}, "slurm"), "scheduler must be one of"),
+        (lambda: batch_queues({}, "volcano", [1]), "list of Node objects"),
+        (lambda: batch_queues_owned({}, [], "volcano"), "input as a list"),
+        (lambda: batch_queues_owned([], [], "slurm"), "scheduler must be one of"),
+        (lambda: batch_queues_owned([], [], "volcano", "nope"), "check must be"),
+    ],
+)
+def test_filter_errors(call, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        call()
