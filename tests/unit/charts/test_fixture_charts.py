@@ -591,3 +591,62 @@ def test_nfd_crds():
         ".spec.featureGroupRules[0].matchFeatures[0].matchExpressions.vendor.op: 'Any' not in ['In', 'NotIn', "
         "'InRegexp', 'Exists', 'DoesNotExist', 'Gt', 'Ge', 'Lt', 'Le', 'GtLt', 'GeLe', 'IsTrue', 'IsFalse']"
     ]
+
+
+VOLCANO = CHARTS / "volcano"
+KAI = CHARTS / "kai-scheduler"
+
+
+def test_volcano_renders_the_role_values():
+    from ansible_collections.gpuops.platform.plugins.module_utils import _volcano
+
+    queues = [{"name": "p", "deserved": {"cpu": 8}}, {"name": "a", "parent": "p", "deserved": {"cpu": 4}}]
+    values = _volcano.chart_values(
+        {
+            "volcano_chart_version": "1.15.1",
+            "volcano_scheduler_name": "volcano",
+            "volcano_admission_enable": False,
+            "volcano_enabled_admissions": ["/jobs/mutate"],
+            "volcano_queues": queues,
+        }
+    )
+    docs = render(VOLCANO, release="volcano", **values)
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Deployment") == [
+        "volcano-controllers",
+        "volcano-scheduler",
+    ]
+    conf = yaml.safe_load(one(docs, "ConfigMap", "volcano-scheduler-configmap")["data"]["volcano-scheduler.conf"])
+    assert "capacity" in [p["name"] for t in conf["tiers"] for p in t["plugins"]]
+    sched = one(docs, "Deployment", "volcano-scheduler")["spec"]["template"]["spec"]["containers"][0]
+    assert sched["image"] == "docker.io/volcanosh/vc-scheduler:v1.15.1"
+    assert "--scheduler-name=volcano" in sched["args"]
+    # the default configuration is upstream's (proportion) when the role sets none
+    conf = yaml.safe_load(one(render(VOLCANO), "ConfigMap")["data"]["volcano-scheduler.conf"])
+    assert "proportion" in [p["name"] for t in conf["tiers"] for p in t["plugins"]]
+
+
+def test_kai_scheduler_renders_the_role_values_and_queues_fit_the_crd():
+    from ansible_collections.gpuops.platform.plugins.module_utils import _kai
+
+    built = _kai.build(
+        {
+            "kai_scheduler_queues": [
+                {"name": "ml", "resources": {"gpu": {"quota": 8}, "cpu": {"quota": "64"}, "memory": {"quota": -1}}},
+                {"name": "research", "parent": "ml", "priority": 50, "resources": {"gpu": {"quota": 0.5}}},
+            ],
+            "kai_scheduler_gpu_sharing": True,
+        },
+        [],
+    )
+    docs = render(KAI, release="kai-scheduler", **built["chart_values"])
+    op = one(docs, "Deployment", "kai-operator")["spec"]["template"]
+    assert op["spec"]["containers"][0]["image"] == "ghcr.io/kai-scheduler/kai-scheduler/operator:v0.17.0"
+    assert op["metadata"]["annotations"]["gpuops.io/gpu-sharing"] == "true"
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Queue") == [
+        "default-parent-queue",
+        "default-queue",
+    ]
+    schema = crd_schema(KAI / "crds/scheduling.run.ai_queues.yaml")
+    for obj in [*built["queues"], *(d for d in docs if d["kind"] == "Queue")]:
+        assert schema_errors(obj, schema) == [], obj["metadata"]["name"]
+    assert [d for d in render(KAI, defaultQueue={"createDefaultQueue": False}) if d["kind"] == "Queue"] == []

@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 from ansible.module_utils.common import warnings as _ansible_warnings
 
-REPO = Path(__file__).resolve().parents[3]
-COLLECTIONS = REPO / ".state" / "collections"
-_link = COLLECTIONS / "ansible_collections" / "gpuops" / "platform"
-if not _link.exists():
-    _link.parent.mkdir(parents=True, exist_ok=True)
-    os.symlink(REPO, _link)
-if str(COLLECTIONS) not in sys.path:
-    sys.path.insert(0, str(COLLECTIONS))
+# The collection's import path (ansible_collections.gpuops.platform) is set up by tests/unit/conftest.py.
 sys.path.insert(0, str(Path(__file__).parent))
 
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
