@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Optional
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _quantity
 
 Finding = dict[str, Any]
-Amounts = Mapping[str, Fraction | None]
+Amounts = Mapping[str, Optional[Fraction]]  # noqa: UP045 - a module-level alias is evaluated at import (Python 3.9)
 
 
 def finding(fid: str, severity: str, kind: str, name: str, evidence: Sequence[str], cause: str, fix: str) -> Finding:

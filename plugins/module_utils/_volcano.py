@@ -56,7 +56,7 @@ ADMISSIONS = (
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DEFAULT_SCHEDULER = "default-scheduler"
 
-_PROPORTION_TIERS = [
+_PROPORTION_TIERS: list[dict[str, list[dict[str, Any]]]] = [
     {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
     {
         "plugins": [
