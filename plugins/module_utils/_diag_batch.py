@@ -21,7 +21,11 @@ rules read. The rules (pure functions of the view, in ``_diagnosis.RULE_TABLE``)
 - ``pod-scheduler-missing``: pods that name a scheduler (``spec.schedulerName``) no running scheduler answers to - no
   PodScheduled condition 30 s after creation;
 - ``kueue-quota-above-capacity`` (warning, the numbers): a flavor's nominal quotas, summed over the ClusterQueues,
-  above what its nodes have allocatable (the rule of the kueue role, ``_kueue.capacity_findings``).
+  above what its nodes have allocatable (the rule of the kueue role, ``_kueue.capacity_findings``);
+- ``volcano-queue-missing`` / ``volcano-queue-closed``: an unscheduled PodGroup names a Volcano Queue that does not
+  exist or is Closed (Volcano keeps its pods pending for ever; ``scheduling.volcano.sh/v1beta1``);
+- ``kai-queue-missing`` / ``kai-queue-not-leaf``: a pending pod's ``kai.scheduler/queue`` label names a KAI Queue that
+  does not exist, or a parent queue (only leaf queues take pods; ``scheduling.run.ai/v2``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 SCHEDULER_GRACE_S = 30
 DEFAULT_SCHEDULER = "default-scheduler"
 MAX_LISTED = 5
+_KAI_QUEUE_LABEL = "kai.scheduler/queue"
 
 
 def collect(reader) -> dict[str, Any]:
@@ -44,6 +49,9 @@ def collect(reader) -> dict[str, Any]:
     out: dict[str, Any] = {"now": time.time()}
     for plural in ("workloads", "localqueues", "clusterqueues", "resourceflavors"):
         out[plural] = reader.objects(GROUP, VERSION, plural)
+    out["volcano_queues"] = reader.objects("scheduling.volcano.sh", "v1beta1", "queues")
+    out["volcano_podgroups"] = reader.objects("scheduling.volcano.sh", "v1beta1", "podgroups")
+    out["kai_queues"] = reader.objects("scheduling.run.ai", "v2", "queues")
     out["namespaces"] = reader.core("namespaces") or []
     out["pods"] = reader.core("pods") or []
     return out
@@ -88,6 +96,37 @@ def view(raw: dict[str, Any], nodes: list[dict[str, Any]]) -> dict[str, Any]:
             for n in nodes
         ],
         "foreign_pending_pods": pending,
+        # None when the scheduler's CRDs are not installed
+        "volcano_queues": None
+        if raw.get("volcano_queues") is None
+        else {
+            _meta(q).get("name"): ((q.get("status") or {}).get("state") or "") for q in raw.get("volcano_queues") or []
+        },
+        "volcano_podgroups": [
+            {
+                "namespace": _meta(pg).get("namespace"),
+                "name": _meta(pg).get("name"),
+                "queue": (pg.get("spec") or {}).get("queue") or "default",
+                "phase": (pg.get("status") or {}).get("phase") or "Pending",
+            }
+            for pg in raw.get("volcano_podgroups") or []
+        ],
+        "kai_queues": None
+        if raw.get("kai_queues") is None
+        else {
+            _meta(q).get("name"): (q.get("spec") or {}).get("parentQueue") or "" for q in raw.get("kai_queues") or []
+        },
+        "kai_pending_pods": [
+            {
+                "namespace": _meta(p).get("namespace"),
+                "name": _meta(p).get("name"),
+                "queue": (_meta(p).get("labels") or {}).get(_KAI_QUEUE_LABEL),
+            }
+            for p in raw.get("pods") or []
+            if (_meta(p).get("labels") or {}).get(_KAI_QUEUE_LABEL)
+            and (p.get("status") or {}).get("phase") == "Pending"
+            and not (p.get("spec") or {}).get("nodeName")
+        ],
     }
 
 
@@ -389,3 +428,74 @@ def queue_rows(view_: dict[str, Any]) -> list[dict[str, Any]]:
                         }
                     )
     return rows
+
+
+def _listed(items: list[str]) -> str:
+    items = sorted(items)
+    return ", ".join(items[:MAX_LISTED]) + (f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
+
+
+def rule_scheduler_queue(view_: dict[str, Any]) -> list[dict[str, Any]]:
+    """Volcano PodGroups and KAI pods waiting on a queue that does not exist, is closed, or is not a leaf."""
+    batch = view_.get("batch") or {}
+    out = []
+    vqueues = batch.get("volcano_queues")
+    if vqueues is not None:
+        stuck: dict[tuple[str, str], list[str]] = {}
+        for pg in batch.get("volcano_podgroups") or []:
+            if pg["phase"] not in ("Pending", "Inqueue"):
+                continue
+            state = vqueues.get(pg["queue"])
+            why = "missing" if state is None else "closed" if state in ("Closed", "Closing") else None
+            if why:
+                stuck.setdefault((why, pg["queue"]), []).append(f"{pg['namespace']}/{pg['name']} ({pg['phase']})")
+        for (why, queue), groups in sorted(stuck.items()):
+            out.append(
+                finding(
+                    fid=f"volcano-queue-{why}",
+                    severity="error",
+                    obj={"kind": "Queue", "name": queue},
+                    node=None,
+                    evidence=[
+                        f"{len(groups)} PodGroup(s) name Queue {queue}: {_listed(groups)}",
+                        "Volcano Queues: "
+                        + ", ".join(n + " (" + (st or "no state") + ")" for n, st in sorted(vqueues.items()))
+                        if why == "missing"
+                        else f"Queue {queue} state: {vqueues[queue]}",
+                    ],
+                    cause=f"Volcano schedules a PodGroup only from an open queue: Queue {queue} "
+                    + ("does not exist" if why == "missing" else "is closed")
+                    + ", so the gang waits for ever",
+                    fix="add the queue to volcano_queues (the volcano role makes it) or set the job's spec.queue to an "
+                    "existing queue"
+                    if why == "missing"
+                    else f"open the queue (vcctl queue operate --name {queue} --action open) or move the jobs",
+                )
+            )
+    kqueues = batch.get("kai_queues")
+    if kqueues is not None:
+        parents = set(kqueues.values())
+        stuck = {}
+        for pod in batch.get("kai_pending_pods") or []:
+            why = "missing" if pod["queue"] not in kqueues else "not-leaf" if pod["queue"] in parents else None
+            if why:
+                stuck.setdefault((why, pod["queue"]), []).append(f"{pod['namespace']}/{pod['name']}")
+        for (why, queue), pods in sorted(stuck.items()):
+            leaves = sorted(n for n in kqueues if n not in parents)
+            out.append(
+                finding(
+                    fid=f"kai-queue-{why}",
+                    severity="error",
+                    obj={"kind": "Queue", "name": queue},
+                    node=None,
+                    evidence=[
+                        f"{len(pods)} pending pod(s) with label {_KAI_QUEUE_LABEL}={queue}: {_listed(pods)}",
+                        f"leaf queues: {', '.join(leaves) or 'none'}",
+                    ],
+                    cause=f"KAI Scheduler places pods only from a leaf queue: Queue {queue} "
+                    + ("does not exist" if why == "missing" else "has child queues"),
+                    fix=f"label the pods with one of the leaf queues, or add a leaf queue {queue} to "
+                    "kai_scheduler_queues",
+                )
+            )
+    return out

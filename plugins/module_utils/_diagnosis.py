@@ -64,6 +64,7 @@ RULE_TABLE: tuple[tuple[str | None, Rule], ...] = (
     (None, _diag_batch.rule_flavor_no_node),
     (None, _diag_batch.rule_scheduler_missing),
     (None, _diag_batch.rule_quota_capacity),
+    (None, _diag_batch.rule_scheduler_queue),
 )
 RULES: tuple[Rule, ...] = tuple(rule for _vendor, rule in RULE_TABLE)
 RULE_VENDOR: dict[Rule, str | None] = {rule: vendor for vendor, rule in RULE_TABLE}

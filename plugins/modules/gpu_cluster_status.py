@@ -205,12 +205,15 @@ options:
   batch:
     description:
       - Also diagnose the batch layer - why a queued job does not start - from Kueue's Workloads, LocalQueues,
-        ClusterQueues and ResourceFlavors (C(kueue.x-k8s.io/v1beta2); nothing when Kueue is not installed), the
-        namespaces and all pods. Six more list requests.
+        ClusterQueues and ResourceFlavors (C(kueue.x-k8s.io/v1beta2)), Volcano's Queues and PodGroups
+        (C(scheduling.volcano.sh/v1beta1)), KAI Scheduler's Queues (C(scheduling.run.ai/v2)) - each only when
+        installed - the namespaces and all pods. Nine more list requests.
       - Findings C(kueue-local-queue-missing), C(kueue-cluster-queue-missing),
         C(kueue-cluster-queue-selects-no-namespace) (a nil C(namespaceSelector) selects no namespace),
         C(kueue-flavor-matches-no-node), C(pod-scheduler-missing) (pods naming a scheduler that does not run - no
-        C(PodScheduled) condition 30 s after creation) and C(kueue-quota-above-capacity) (a warning with the numbers).
+        C(PodScheduled) condition 30 s after creation), C(kueue-quota-above-capacity) (a warning with the numbers),
+        C(volcano-queue-missing), C(volcano-queue-closed) (a waiting PodGroup's queue), C(kai-queue-missing) and
+        C(kai-queue-not-leaf) (a pending pod's C(kai.scheduler/queue) label).
     type: bool
     default: false
   fail_on_error:

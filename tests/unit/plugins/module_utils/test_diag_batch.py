@@ -236,7 +236,78 @@ def test_quota_capacity_warning_with_numbers():
     )
 
 
+def vq(name, state="Open"):
+    return {"metadata": {"name": name}, "status": {"state": state}}
+
+
+def pg(name, queue, phase="Pending"):
+    return {"metadata": {"namespace": "team", "name": name}, "spec": {"queue": queue}, "status": {"phase": phase}}
+
+
+def kq(name, parent=None):
+    return {"metadata": {"name": name}, "spec": {"parentQueue": parent} if parent else {}}
+
+
+def kpod(name, queue, node=None):
+    return {
+        "metadata": {"namespace": "team", "name": name, "labels": {"kai.scheduler/queue": queue}},
+        "spec": {"schedulerName": "kai-scheduler", **({"nodeName": node} if node else {})},
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+
+
+def sched_view(vqueues=None, pgs=(), kqueues=None, pods=()):
+    raw = {"now": NOW, "volcano_queues": vqueues, "volcano_podgroups": list(pgs), "kai_queues": kqueues}
+    raw["pods"] = list(pods)
+    return {"batch": db.view(raw, NODES)}
+
+
+@pytest.mark.parametrize(
+    ("v", "expect"),
+    [
+        (sched_view([vq("default"), vq("research")], [pg("g", "research")]), []),
+        (sched_view([vq("default")], [pg("g", "research")]), [("volcano-queue-missing", "error", "research")]),
+        (sched_view([vq("default")], [pg("g", "research", "Running")]), []),  # running: not stuck on the queue
+        (
+            sched_view([vq("research", "Closed")], [pg("g", "research", "Inqueue")]),
+            [("volcano-queue-closed", "error", "research")],
+        ),
+        (
+            sched_view([vq("default")], [{"metadata": {"namespace": "team", "name": "g"}, "spec": {}}]),
+            [],
+        ),  # default queue
+        (sched_view(None, [pg("g", "research")]), []),  # Volcano not installed: silent
+        (sched_view(kqueues=[kq("ml"), kq("research", "ml")], pods=[kpod("p", "research")]), []),
+        (
+            sched_view(kqueues=[kq("ml"), kq("research", "ml")], pods=[kpod("p", "ml")]),
+            [("kai-queue-not-leaf", "error", "ml")],
+        ),
+        (sched_view(kqueues=[kq("ml")], pods=[kpod("p", "nope")]), [("kai-queue-missing", "error", "nope")]),
+        (sched_view(kqueues=[kq("ml")], pods=[kpod("p", "nope", node="n1")]), []),  # placed: not waiting
+        (sched_view(kqueues=None, pods=[kpod("p", "nope")]), []),  # KAI not installed: pod-scheduler-missing's job
+    ],
+)
+def test_scheduler_queue_rows(v, expect):
+    assert ids(db.rule_scheduler_queue(v)) == expect
+
+
+def test_scheduler_queue_names_the_queues():
+    (f,) = db.rule_scheduler_queue(sched_view([vq("default"), vq("x", "Closed")], [pg("g", "research")]))
+    assert f["evidence"] == [
+        "1 PodGroup(s) name Queue research: team/g (Pending)",
+        "Volcano Queues: default (Open), x (Closed)",
+    ]
+    (f,) = db.rule_scheduler_queue(sched_view(kqueues=[kq("ml"), kq("a", "ml"), kq("b", "ml")], pods=[kpod("p", "ml")]))
+    assert f["evidence"][1] == "leaf queues: a, b" and "leaf queue" in f["cause"]
+
+
 def test_batch_rules_are_in_the_diagnosis_table_and_silent_without_the_option():
-    for rule in (db.rule_workload_queue, db.rule_flavor_no_node, db.rule_scheduler_missing, db.rule_quota_capacity):
+    for rule in (
+        db.rule_workload_queue,
+        db.rule_flavor_no_node,
+        db.rule_scheduler_missing,
+        db.rule_quota_capacity,
+        db.rule_scheduler_queue,
+    ):
         assert rule in _diagnosis.RULES
         assert rule({}) == []
