@@ -154,7 +154,11 @@ def test_volcano_objects_and_scheduler_config():
     )
     (q,) = built["queues"]
     assert q["apiVersion"] == "scheduling.volcano.sh/v1beta1" and q["kind"] == "Queue"
-    assert q["spec"] == {"reclaimable": True, "weight": 2, "capability": {"memory": "1073741824", "nvidia.com/gpu": "8"}}
+    assert q["spec"] == {
+        "reclaimable": True,
+        "weight": 2,
+        "capability": {"memory": "1073741824", "nvidia.com/gpu": "8"},
+    }
     assert q["metadata"]["labels"]["gpuops.platform/role"] == "volcano"
     assert built["plugin"] == "proportion"
     custom = built["chart_values"]["custom"]
@@ -269,7 +273,10 @@ def test_kai_objects_units_and_leaves():
     built = batch_queues(
         kvars(
             [
-                {"name": "ml", "resources": {"gpu": {"quota": 8, "limit": -1}, "cpu": {"quota": "64"}, "memory": {"quota": -1}}},
+                {
+                    "name": "ml",
+                    "resources": {"gpu": {"quota": 8, "limit": -1}, "cpu": {"quota": "64"}, "memory": {"quota": -1}},
+                },
                 {
                     "name": "research",
                     "parent": "ml",
