@@ -201,6 +201,40 @@ build_kueue() { # the Kueue controller (issue 10), run out of cluster by the lab
   stamp "$out.tmp" kueue $files; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
+build_volcano() { # the Volcano scheduler (vc-scheduler only), run out of cluster by the lab with Volcano's CRDs
+  local out="$CACHE/bin/volcano-v$VOLCANO_VERSION" src="$CACHE/src/volcano-v$VOLCANO_VERSION"
+  local mod=volcano.sh/volcano apis=volcano.sh/apis
+  if ok "$out" vc-scheduler volcano-scheduler.conf; then echo "volcano v$VOLCANO_VERSION: cached in $out"; return; fi
+  rm -rf "$out" "$out.tmp" "$src" "$src.apis"; mkdir -p "$out.tmp" "$(dirname "$src")"
+  echo "volcano v$VOLCANO_VERSION: building vc-scheduler in $src (cold: about 4 min on 2 cores)"
+  copy_module "$apis@v$VOLCANO_APIS_VERSION" "$src.apis"  # (downloaded outside the volcano module, which replaces it)
+  copy_module "$mod@v$VOLCANO_VERSION" "$src"
+  # Its go.mod replaces volcano.sh/apis with ./staging/src/volcano.sh/apis, a directory the module zip lacks, and the
+  # proxy has no volcano.sh/apis v1.15.x: put the published v$VOLCANO_APIS_VERSION there, plus the one constant the
+  # v$VOLCANO_VERSION scheduler uses that it lacks (its value from the module's own design doc, as upstream's apis
+  # defines it).
+  local stage="$src/staging/src/volcano.sh/apis" doc="$src/docs/design/scheduling-gates-queue-admission.md" gate
+  grep -q "volcano.sh/apis => ./staging/src/volcano.sh/apis" "$src/go.mod" || { echo "build.sh: $src/go.mod no longer replaces $apis with ./staging: update build_volcano" >&2; exit 1; }
+  gate=$(grep -m1 '^const QueueAllocationGateKey = GroupName + "/queue-allocation-gate"$' "$doc") || { echo "build.sh: $doc no longer defines QueueAllocationGateKey: update build_volcano" >&2; exit 1; }
+  mkdir -p "$(dirname "$stage")"; mv "$src.apis" "$stage"
+  local labels="$stage/pkg/apis/scheduling/v1beta1/labels.go"
+  grep -q QueueAllocationGateKey "$labels" && { echo "build.sh: $labels already has QueueAllocationGateKey: drop the addition" >&2; exit 1; }
+  printf '\n// QueueAllocationGateKey: added by gpuops build.sh (missing from %s v%s; value from %s)\n%s\n' \
+    "$apis" "$VOLCANO_APIS_VERSION" "docs/design/scheduling-gates-queue-admission.md" "$gate" >> "$labels"
+  (cd "$src" && go build -trimpath \
+     -ldflags "-s -w -X $mod/pkg/version.Version=v$VOLCANO_VERSION -X $mod/pkg/version.Built=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+     -o "$out.tmp/vc-scheduler" ./cmd/scheduler)
+  # The lab installs Volcano's CRDs (all of config/crd/volcano/bases: the scheduler's informers wait for every kind
+  # they watch) and runs the chart's default scheduler configuration; both kept beside the binary, never committed.
+  mkdir -p "$out.tmp/crd"
+  cp "$src"/config/crd/volcano/bases/*.yaml "$out.tmp/crd/"
+  cp "$src/installer/helm/chart/volcano/config/volcano-scheduler.conf" "$out.tmp/volcano-scheduler.conf"
+  local files
+  files=$(cd "$out.tmp" && find crd -type f | LC_ALL=C sort)
+  # shellcheck disable=SC2086
+  stamp "$out.tmp" vc-scheduler volcano-scheduler.conf $files; mv "$out.tmp" "$out"; rm -rf "$src"
+}
+
 build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4 plugin directory (docs/helm_release.md)
   local out="$CACHE/bin/helm-diff-v$HELM_DIFF_VERSION" src="$CACHE/src/helm-diff-v$HELM_DIFF_VERSION"
   local mod=github.com/databus23/helm-diff/v3
@@ -224,7 +258,7 @@ build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4
 
 what=${1:-all}
 case "$what" in
-  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kueue) build_kueue ;; helm-diff) build_helm_diff ;;
-  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry; build_prometheus; build_kueue ;;
-  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|kueue|helm-diff]" >&2; exit 2 ;;
+  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
+  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry; build_prometheus; build_kueue; build_volcano ;;
+  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|kueue|volcano|helm-diff]" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 """The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (built from
 their Go modules), kwok for simulated nodes, the local chart repository, the real nfd-master (labels
-nodes from the NodeFeature objects the simulator publishes), the real SR-IOV Network Operator (sriov.py) and the
-operator simulator.
+nodes from the NodeFeature objects the simulator publishes), the real SR-IOV Network Operator (sriov.py), the real
+Kueue controller (kueue.py), the real Volcano scheduler (volcano.py) and the operator simulator.
 
 up() is idempotent (already running parts are reported and left alone); down() stops every process
 it started, by PID, and removes the state directory."""
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import charts, kueue, kwok, nfd, pki, registry, sriov
+from . import charts, kueue, kwok, nfd, pki, registry, sriov, volcano
 from .config import BUILD_SCRIPT, HACK, LabConfig
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
@@ -37,6 +37,7 @@ ORDER = (
     "nfd-master",
     "sriov-network-operator",
     "kueue",
+    "vc-scheduler",
     "simulator",
 )
 BINARIES = (
@@ -51,6 +52,7 @@ BINARIES = (
     "sriov-network-operator",
     "registry",
     "kueue",
+    "vc-scheduler",
 )
 
 
@@ -221,6 +223,8 @@ class Lab:
             ]
         if name == "kueue":
             return kueue.argv(c)
+        if name == "vc-scheduler":
+            return volcano.argv(c)
         if name == "simulator":
             return [sys.executable, "-m", "gpuops_lab.simulator", "--kubeconfig", kc]
         raise KeyError(name)
@@ -235,6 +239,8 @@ class Lab:
             env.update(sriov.env(self.cfg.versions[sriov.VERSION_KEY]), KUBECONFIG=str(self.cfg.kubeconfig))
         if name == "kueue":
             env.update(kueue.env(self.cfg))
+        if name == "vc-scheduler":
+            env.update(volcano.env(self.cfg))
         return env
 
     def _before_start(self, name: str) -> None:
@@ -251,6 +257,8 @@ class Lab:
             sriov.ensure_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)))
         if name == "kueue":
             kueue.ensure_prereqs(self._api(), self.cfg)
+        if name == "vc-scheduler":
+            volcano.ensure_prereqs(self._api(), self.cfg)
 
     def _after_ready(self, name: str) -> None:
         if name == "kueue":  # its webhooks answer only once it is ready (failurePolicy Fail)
@@ -286,6 +294,9 @@ class Lab:
         if name == "kueue":
             url = f"http://127.0.0.1:{p['kueue-probe']}/readyz"
             return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
+        if name == "vc-scheduler":  # it serves /healthz once it has created the default and root Queues
+            url = f"http://127.0.0.1:{p['volcano-healthz']}/healthz"
+            return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
         if name == "kwok":
             return self._kwok_running, "'Watch nodes' in its log and still running 1 s later", 20
         raise KeyError(name)
@@ -313,6 +324,10 @@ class Lab:
                 ("kueue webhook", p["kueue-webhook"]),
                 ("kueue metrics", p["kueue-metrics"]),
                 ("kueue health probe", p["kueue-probe"]),
+            ],
+            "vc-scheduler": [
+                ("vc-scheduler metrics", p["volcano-metrics"]),
+                ("vc-scheduler healthz", p["volcano-healthz"]),
             ],
         }.get(name, [])
 

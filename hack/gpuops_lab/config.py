@@ -34,6 +34,10 @@ PORT_DEFAULTS = {
     "kueue-webhook": ("GPUOPS_LAB_KUEUE_WEBHOOK_PORT", 20293),
     "kueue-metrics": ("GPUOPS_LAB_KUEUE_METRICS_PORT", 20294),
     "kueue-probe": ("GPUOPS_LAB_KUEUE_PROBE_PORT", 20295),
+    # the real Volcano scheduler's metrics and healthz servers (volcano.py), on loopback; unset, they follow the
+    # nfd-master port (+6, +7) as the Kueue ports do
+    "volcano-metrics": ("GPUOPS_LAB_VOLCANO_METRICS_PORT", 20296),
+    "volcano-healthz": ("GPUOPS_LAB_VOLCANO_HEALTHZ_PORT", 20297),
 }
 
 
@@ -66,6 +70,8 @@ class LabConfig:
             "kueue-webhook": ("nfd-master", 3),
             "kueue-metrics": ("nfd-master", 4),
             "kueue-probe": ("nfd-master", 5),
+            "volcano-metrics": ("nfd-master", 6),
+            "volcano-healthz": ("nfd-master", 7),
             "chart-registry": ("chart-repo", 1),
         }
         for name, (var, default) in PORT_DEFAULTS.items():
@@ -92,6 +98,7 @@ class LabConfig:
             "sriov-network-operator": "SRIOV_VERSION",
             "registry": "REGISTRY_VERSION",
             "kueue": "KUEUE_VERSION",
+            "volcano": "VOLCANO_VERSION",
         }[component]
         return self.cache / "bin" / f"{component}-v{self.versions[key]}"
 
@@ -108,6 +115,7 @@ class LabConfig:
             "sriov-network-operator": "sriov-network-operator",
             "registry": "registry",
             "kueue": "kueue",
+            "vc-scheduler": "volcano",
         }[name]
         return self.bindir(component) / name
 

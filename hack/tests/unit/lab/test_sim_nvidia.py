@@ -413,6 +413,7 @@ def test_handlers_are_builtin():
         "IPoIBNetwork",
         "SriovNetworkNodeState",
         "DraKubeletPlugin",
+        "VolcanoQueue",
     }
 
 
