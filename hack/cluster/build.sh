@@ -206,7 +206,7 @@ build_volcano() { # the Volcano scheduler (vc-scheduler only), run out of cluste
   local mod=volcano.sh/volcano apis=volcano.sh/apis
   if ok "$out" vc-scheduler volcano-scheduler.conf; then echo "volcano v$VOLCANO_VERSION: cached in $out"; return; fi
   rm -rf "$out" "$out.tmp" "$src" "$src.apis"; mkdir -p "$out.tmp" "$(dirname "$src")"
-  echo "volcano v$VOLCANO_VERSION: building vc-scheduler in $src (cold: about 4 min on 2 cores)"
+  echo "volcano v$VOLCANO_VERSION: building vc-scheduler in $src (cold: about 5 min on 2 cores)"
   copy_module "$apis@v$VOLCANO_APIS_VERSION" "$src.apis"  # (downloaded outside the volcano module, which replaces it)
   copy_module "$mod@v$VOLCANO_VERSION" "$src"
   # Its go.mod replaces volcano.sh/apis with ./staging/src/volcano.sh/apis, a directory the module zip lacks, and the
