@@ -99,6 +99,7 @@ class LabConfig:
             "registry": "REGISTRY_VERSION",
             "kueue": "KUEUE_VERSION",
             "volcano": "VOLCANO_VERSION",
+            "prometheus": "PROMETHEUS_VERSION",
         }[component]
         return self.cache / "bin" / f"{component}-v{self.versions[key]}"
 
@@ -116,6 +117,8 @@ class LabConfig:
             "registry": "registry",
             "kueue": "kueue",
             "vc-scheduler": "volcano",
+            "prometheus": "prometheus",
+            "promtool": "prometheus",
         }[name]
         return self.bindir(component) / name
 

@@ -38,11 +38,7 @@ MODES: dict[str, dict[str, Any]] = {
 def _promtool() -> str:
     from gpuops_lab.config import LabConfig
 
-    cfg = LabConfig.load()
-    try:
-        path = cfg.binary("promtool")
-    except KeyError:  # the lab's binary table does not name promtool yet: the directory build.sh writes
-        path = cfg.cache / "bin" / f"prometheus-v{cfg.versions['PROMETHEUS_VERSION']}" / "promtool"
+    path = LabConfig.load().binary("promtool")
     assert path.exists(), f"promtool not found at {path}: run hack/cluster/build.sh prometheus"
     return str(path)
 
