@@ -440,7 +440,7 @@ def _cases() -> dict[tuple[str, str], list[dict]]:
     ]
 
     nvlink = "GPUNVLinkErrors"
-    counters = [name for _, name in ga.NVLINK_COUNTERS]
+    counters = [name for _field, name in ga.NVLINK_COUNTERS]
     c["default", nvlink] = [
         case(
             f"{nvlink}: GPU 0 counts 0.6 CRC data errors and 0.6 replays per second (1.2 in all)",
@@ -677,7 +677,7 @@ def test_promtool_check_rules(rules_files):
 def test_every_alert_fires_and_stays_silent_in_the_default_rules():
     """Every alert has, with the default thresholds, a case where it fires and one where it must stay silent."""
     fires, silent = set(), set()
-    for (mode, _), groups in CASES.items():
+    for (mode, _alert), groups in CASES.items():
         for g in groups:
             for t in g["alert_rule_test"]:
                 if mode == "default":

@@ -178,7 +178,7 @@ def test_alert_has_severity_for_and_annotations(alert):
 
 @pytest.mark.parametrize("alert", list(ALERTS))
 def test_for_comes_from_the_thresholds(alert):
-    _, for_key = ALERTS[alert]
+    _severity, for_key = ALERTS[alert]
     assert rules({for_key: "17m"})[alert]["for"] == "17m"
 
 
