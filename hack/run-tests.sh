@@ -110,7 +110,7 @@ molecule_on() { # molecule_on b|c SCENARIO...: a lab of its own, up, the scenari
 }
 
 # Lab "c" takes these after the checks; lab "b" every other scenario (a new scenario lands there).
-MOLECULE_C=(amd_gpu_operator gpuops network_operator site)
+MOLECULE_C=(amd_gpu_operator gpuops network_operator site volcano)
 molecule_scenarios() { # molecule_scenarios b|c: the scenarios of that lab that exist
   local s
   for s in molecule/*/molecule.yml; do
