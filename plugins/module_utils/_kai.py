@@ -335,17 +335,11 @@ def admitted_findings(
         phase = (pod.get("status") or {}).get("phase")
         if queue in names and phase not in ("Succeeded", "Failed"):
             held.setdefault(queue, []).append(f"{meta.get('namespace')}/{meta.get('name')} ({phase}, Queue {queue})")
-    if not held:
-        return []
-    listed = sorted(p for ps in held.values() for p in ps)
-    f = _queue_tree.finding(
+    return _queue_tree.held_findings(
         "kai-workloads-admitted",
-        "warning" if force else "error",
-        "Queue",
-        ", ".join(sorted(held)),
-        [f"{len(listed)} unfinished pod(s): {', '.join(listed)}"],
+        held,
+        force,
+        "unfinished pod(s)",
         "removing their queues leaves the pods without a queue: KAI stops scheduling them",
         "let them finish or delete them, or set kai_scheduler_force: true to remove the queues anyway",
     )
-    f["object"]["names"] = sorted(held)
-    return [f]

@@ -218,3 +218,24 @@ def children_first(
         return d
 
     return sorted(objs, key=lambda o: (-depth(o["metadata"]["name"]), o["metadata"]["name"]))
+
+
+def held_findings(
+    fid: str, held: Mapping[str, Sequence[str]], force: bool, what: str, cause: str, fix: str
+) -> list[Finding]:
+    """Removing queues that still hold workloads: one finding naming them (an error, a warning with ``force``);
+    ``held``: queue -> the workloads it holds; ``object.names`` lists the queues."""
+    if not held:
+        return []
+    listed = sorted(w for ws in held.values() for w in ws)
+    f = finding(
+        fid,
+        "warning" if force else "error",
+        "Queue",
+        ", ".join(sorted(held)),
+        [f"{len(listed)} {what}: {', '.join(listed)}"],
+        cause,
+        fix,
+    )
+    f["object"]["names"] = sorted(held)
+    return [f]

@@ -457,17 +457,11 @@ def admitted_findings(
         if queue in names and phase in ("Running", "Inqueue"):
             meta = pg.get("metadata") or {}
             held.setdefault(queue, []).append(f"{meta.get('namespace')}/{meta.get('name')} ({phase}, Queue {queue})")
-    if not held:
-        return []
-    listed = sorted(w for ws in held.values() for w in ws)
-    f = _queue_tree.finding(
+    return _queue_tree.held_findings(
         "volcano-workloads-admitted",
-        "warning" if force else "error",
-        "Queue",
-        ", ".join(sorted(held)),
-        [f"{len(listed)} PodGroup(s) running or in queue: {', '.join(listed)}"],
+        held,
+        force,
+        "PodGroup(s) running or in queue",
         "removing their queues leaves running gangs without a queue: Volcano stops scheduling them",
         "let them finish or delete them, or set volcano_force: true to remove the queues anyway",
     )
-    f["object"]["names"] = sorted(held)
-    return [f]
