@@ -160,6 +160,18 @@ build_prometheus() { # Prometheus and promtool (issue 11): the lab's real Promet
   stamp "$out.tmp" prometheus promtool; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
+build_kube_state_metrics() { # kube-state-metrics (issue 11): the lab's monitoring runs it out of cluster (nodes, pods)
+  local out="$CACHE/bin/kube-state-metrics-v$KUBE_STATE_METRICS_VERSION" src="$CACHE/src/kube-state-metrics-v$KUBE_STATE_METRICS_VERSION"
+  local mod=k8s.io/kube-state-metrics/v2
+  if ok "$out" kube-state-metrics; then echo "kube-state-metrics v$KUBE_STATE_METRICS_VERSION: cached in $out"; return; fi
+  rm -rf "$out" "$out.tmp" "$src"; mkdir -p "$out.tmp" "$(dirname "$src")"
+  echo "kube-state-metrics v$KUBE_STATE_METRICS_VERSION: building in $src"
+  copy_module "$mod@v$KUBE_STATE_METRICS_VERSION" "$src"  # no go.mod replace
+  (cd "$src" && go build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=v$KUBE_STATE_METRICS_VERSION" \
+     -o "$out.tmp/kube-state-metrics" .)
+  stamp "$out.tmp" kube-state-metrics; mv "$out.tmp" "$out"; rm -rf "$src"
+}
+
 build_registry() { # the CNCF Distribution registry (OCI), the lab's oci:// chart repository
   local out="$CACHE/bin/registry-v$REGISTRY_VERSION" src="$CACHE/src/registry-v$REGISTRY_VERSION"
   local mod=github.com/distribution/distribution/v3
@@ -258,7 +270,7 @@ build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4
 
 what=${1:-all}
 case "$what" in
-  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
-  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry; build_prometheus; build_kueue; build_volcano ;;
-  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|kueue|volcano|helm-diff]" >&2; exit 2 ;;
+  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kube-state-metrics) build_kube_state_metrics ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
+  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry; build_prometheus; build_kube_state_metrics; build_kueue; build_volcano ;;
+  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|kube-state-metrics|kueue|volcano|helm-diff]" >&2; exit 2 ;;
 esac

@@ -1,12 +1,13 @@
-"""CLI of the local lab: python -m gpuops_lab {build,up,down,status,nodes,table}."""
+"""CLI of the local lab: python -m gpuops_lab {build,up,down,status,nodes,table,monitoring,dcgm-fault}."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
-from . import nodes
+from . import dcgm, monitoring, nodes
 from .cluster import Lab
 from .config import LabConfig
 from .errors import LabError
@@ -19,6 +20,25 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build", help="build (or reuse) the control plane binaries")
     up = sub.add_parser("up", help="start the lab (idempotent)")
     up.add_argument("--inventory-nodes", action="store_true", help="create the local inventory's nodes")
+    up.add_argument(
+        "--monitoring",
+        action="store_true",
+        help="also start Prometheus, kube-state-metrics, the simulated dcgm-exporters",
+    )
+    mon = sub.add_parser("monitoring", help="the lab's Prometheus and simulated dcgm-exporters (docs/local-lab.md)")
+    mon.add_argument("action", choices=("up", "down", "sync", "status"))
+    fault = sub.add_parser("dcgm-fault", help="inject or clear a simulated GPU fault seen by the dcgm-exporter")
+    fsub = fault.add_subparsers(dest="action", required=True)
+    fi = fsub.add_parser(
+        "inject", help=f"presets: {', '.join(dcgm.PRESETS)}; or KEY=VALUE ({', '.join(dcgm.FAULT_KEYS)})"
+    )
+    fi.add_argument("node")
+    fi.add_argument("gpu", help="GPU index, or 'exporter' for the node's exporter itself (answers 503)")
+    fi.add_argument("fault", nargs="*", help="presets and KEY=VALUE words")
+    fc = fsub.add_parser("clear")
+    fc.add_argument("node", nargs="?")
+    fc.add_argument("gpu", nargs="?", type=int)
+    fsub.add_parser("list")
     sub.add_parser("down", help="stop every lab process and remove all lab state")
     sub.add_parser("status", help="which components run; exit 1 when one is down")
     np_ = sub.add_parser("nodes", help="add or remove simulated nodes")
@@ -46,6 +66,36 @@ def main(argv: list[str] | None = None) -> int:
             if args.inventory_nodes:
                 created = nodes.sync_inventory(nodes.api(cfg), hosts_root=cfg.hosts)
                 print(f"inventory nodes: {', '.join(created) or 'all present'}")
+            if args.monitoring:
+                monitoring.start(cfg)
+        elif args.cmd == "monitoring":
+            if args.action == "up":
+                monitoring.start(cfg)
+            elif args.action == "down":
+                print(f"stopped: {', '.join(monitoring.stop(cfg)) or 'nothing was running'}")
+            elif args.action == "sync":
+                res = monitoring.sync(cfg)
+                print(f"jobs (targets): {res.jobs}\nrules files: {res.rules}\nexporter nodes: {res.exporter_nodes}")
+                print(f"skipped: {res.skipped}\nPrometheus reloaded: {res.reloaded}")
+            else:
+                st = monitoring.status(cfg)
+                for name, pid in st.items():
+                    print(f"{name:24} {'running pid ' + str(pid) if pid else 'DOWN'}")
+                print(f"Prometheus: {monitoring.prometheus_url(cfg)}")
+                return 0 if all(st.values()) else 1
+        elif args.cmd == "dcgm-fault":
+            if args.action == "inject":
+                if args.gpu == "exporter":
+                    got = dcgm.inject(cfg.state, args.node, None, {dcgm.EXPORTER_DOWN: True})
+                elif args.gpu.isdigit():
+                    got = dcgm.inject(cfg.state, args.node, int(args.gpu), dcgm.fault_spec(args.fault))
+                else:
+                    raise LabError(f"gpu must be an index or 'exporter', got {args.gpu!r}")
+            elif args.action == "clear":
+                got = dcgm.clear(cfg.state, args.node, args.gpu)
+            else:
+                got = dcgm.read_faults(cfg.state)
+            print(json.dumps(got, indent=1, sort_keys=True))
         elif args.cmd == "down":
             stopped = lab.down()
             print(f"stopped: {', '.join(stopped) or 'nothing was running'}; removed {cfg.state}")

@@ -424,7 +424,10 @@ class Lab:
         return self.proc("kueue").stop()
 
     def down(self) -> list[str]:
-        stopped = ["kueue"] if self.stop_kueue() else []
+        from . import monitoring  # started only when asked (monitoring.start); stopped with the lab
+
+        stopped = monitoring.stop(self.cfg)
+        stopped += ["kueue"] if self.stop_kueue() else []
         for name in reversed(ORDER):
             if self.proc(name).stop():
                 stopped.append(name)

@@ -142,6 +142,12 @@ from ..framework import (
 from . import sharing
 
 CLUSTER_POLICY = Kind("nvidia.com/v1", "ClusterPolicy")
+SERVICE = Kind("v1", "Service")
+SERVICE_MONITOR = Kind("monitoring.coreos.com/v1", "ServiceMonitor")
+CRD_KIND = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
+DCGM_EXPORTER = "nvidia-dcgm-exporter"
+DCGM_EXPORTER_PORT = 9400
 
 INSTANCE_LABEL = "sim.gpuops.io/instance"
 DEFAULT_INSTANCE = "default"
@@ -722,6 +728,8 @@ def daemonset_manifest(op: Operand, cp: Mapping[str, Any], namespace: str, insta
             img = image
         inits.append({"name": name, "image": img, "imagePullPolicy": pull})
     containers = [{"name": c, "image": image, "imagePullPolicy": pull} for c in op.containers]
+    if op.key == "dcgm-exporter":  # assets/state-dcgm-exporter/0800_daemonset.yaml
+        containers[0]["ports"] = [{"name": "metrics", "containerPort": DCGM_EXPORTER_PORT}]
     if op.key == "driver" and spec_enabled(section.get("rdma"), False):
         containers.append({"name": PEERMEM_CONTAINER, "image": image, "imagePullPolicy": pull})
     if op.key in CONFIG_MANAGER_OPERANDS and ((section.get("config") or {}).get("name")):
@@ -759,6 +767,65 @@ def daemonset_manifest(op: Operand, cp: Mapping[str, Any], namespace: str, insta
         },
     }
     return with_applied_hash(manifest, APPLIED_HASH_ANNOTATION)
+
+
+def dcgm_exporter_service(cp: Mapping[str, Any], namespace: str) -> Obj:
+    """The exporter's Service (assets/state-dcgm-exporter/0400_service.yaml; TransformDCGMExporterService sets the
+    type and internalTrafficPolicy from dcgmExporter.serviceSpec)."""
+    svc_cfg = ((cp.get("spec") or {}).get("dcgmExporter") or {}).get("serviceSpec") or {}
+    spec: Obj = {
+        "selector": {"app": DCGM_EXPORTER},
+        "ports": [
+            {"name": "gpu-metrics", "port": DCGM_EXPORTER_PORT, "targetPort": DCGM_EXPORTER_PORT, "protocol": "TCP"}
+        ],
+    }
+    if svc_cfg.get("type"):
+        spec["type"] = svc_cfg["type"]
+    if svc_cfg.get("internalTrafficPolicy"):
+        spec["internalTrafficPolicy"] = svc_cfg["internalTrafficPolicy"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": DCGM_EXPORTER,
+            "namespace": namespace,
+            "labels": {"app": DCGM_EXPORTER},
+            "annotations": {"prometheus.io/scrape": "true"},
+        },
+        "spec": spec,
+    }
+
+
+def dcgm_exporter_service_monitor(cp: Mapping[str, Any], namespace: str) -> Obj | None:
+    """The exporter's ServiceMonitor (assets/state-dcgm-exporter/0500_service_monitor.yaml with
+    applyServiceMonitorCustomEdits: additionalLabels, and on the endpoint interval, scrapeTimeout, honorLabels,
+    relabelings), or None when dcgmExporter.serviceMonitor.enabled is not true."""
+    sm_cfg = ((cp.get("spec") or {}).get("dcgmExporter") or {}).get("serviceMonitor") or {}
+    if sm_cfg.get("enabled") is not True:
+        return None
+    endpoint: Obj = {"port": "gpu-metrics", "path": "/metrics"}
+    for key in ("interval", "scrapeTimeout"):
+        if sm_cfg.get(key):
+            endpoint[key] = sm_cfg[key]
+    if sm_cfg.get("honorLabels") is not None:
+        endpoint["honorLabels"] = bool(sm_cfg["honorLabels"])
+    if sm_cfg.get("relabelings"):
+        endpoint["relabelings"] = list(sm_cfg["relabelings"])
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {
+            "name": DCGM_EXPORTER,
+            "namespace": namespace,
+            "labels": {"app": DCGM_EXPORTER, **(sm_cfg.get("additionalLabels") or {})},
+        },
+        "spec": {
+            "endpoints": [endpoint],
+            "jobLabel": "app",
+            "namespaceSelector": {"matchNames": [namespace]},
+            "selector": {"matchLabels": {"app": DCGM_EXPORTER}},
+        },
+    }
 
 
 @dataclass(frozen=True)
@@ -1299,6 +1366,8 @@ class ClusterPolicyHandler(Handler):
                 continue
             owners[op.daemonset] = ds["metadata"].get("uid", "")
 
+        self._dcgm_exporter_objects(ctx, cp, namespace, DCGM_EXPORTER in owners)
+
         # 3. per node: pods, faults, resources, GFD labels
         pods = pods_by_node_and_owner(ctx.list(POD, namespace=namespace), owners)
         gfd_ds = ctx.get(DAEMONSET, GFD_DAEMONSET, namespace) if GFD_DAEMONSET in owners else None
@@ -1423,6 +1492,26 @@ class ClusterPolicyHandler(Handler):
             requeue = min(requeue or 30.0, 30.0)
         self._write_status(ctx, cp, state, namespace, conditions)
         return requeue
+
+    def _dcgm_exporter_objects(self, ctx: Context, cp: Obj, namespace: str, enabled: bool) -> None:
+        """The exporter's Service, and its ServiceMonitor when dcgmExporter.serviceMonitor.enabled and the
+        ServiceMonitor CRD exists (the operator skips it quietly otherwise, object_controls.go ServiceMonitor());
+        both deleted when the exporter is disabled."""
+        svc = ctx.get(SERVICE, DCGM_EXPORTER, namespace)
+        has_crd = ctx.get(CRD_KIND, SERVICE_MONITOR_CRD) is not None
+        sm = dcgm_exporter_service_monitor(cp, namespace) if enabled else None
+        if enabled:
+            ctx.apply_object(dcgm_exporter_service(cp, namespace), owner=cp)
+        elif svc is not None and any(
+            r.get("uid") == cp["metadata"].get("uid") for r in svc["metadata"].get("ownerReferences") or ()
+        ):
+            ctx.delete_object(svc)
+        if not has_crd:
+            return
+        if sm is not None:
+            ctx.apply_object(sm, owner=cp)
+        elif ctx.get(SERVICE_MONITOR, DCGM_EXPORTER, namespace) is not None:
+            ctx.delete_object(SERVICE_MONITOR, DCGM_EXPORTER, namespace)
 
     def _mig_custom(self, ctx: Context, spec: Mapping[str, Any], namespace: str) -> MigCustom:
         """The custom mig-parted configs the ClusterPolicy names (migManager.config.name: a ConfigMap of the
