@@ -1,0 +1,160 @@
+"""The GPU alert rules end to end in the lab: the real Prometheus 3.5.0 scrapes the simulated dcgm-exporters
+(hack/gpuops_lab/dcgm.py) of the GPU Operator the simulator plays, through the ServiceMonitor that simulated operator
+creates (dcgmExporter.serviceMonitor.enabled), and evaluates the PrometheusRule the collection builds
+(module_utils/_gpu_alerts.py), both loaded by the lab's stand-in for the Prometheus Operator (monitoring.sync).
+
+Healthy GPUs fire nothing; an XID 79 injected on one GPU fires GPUXidFallenOffBus for that Hostname and gpu within
+the rule's `for` plus a scrape and an evaluation interval; cleared (the GPU reset), the alert resolves. The exporter
+reports one DCGM_FI_DEV_GPU_UTIL series per GPU of the nodes' hardware profiles.
+
+The test runs its own ClusterPolicy simulator instance (like test_gpu_cluster_status_lab.py), so that other tests'
+ClusterPolicies do not matter, and starts the lab's monitoring (stopped again afterwards if it started it)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from gpuops_lab import dcgm, monitoring, profiles
+from gpuops_lab.k8s import ensure_crd, wait_for
+from kubernetes import client
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / ".state" / "collections"))
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga  # noqa: E402
+
+CP_CRD = REPO / "tests/fixtures/charts/gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml"
+PROM_CRDS = REPO / "tests/fixtures/charts/kube-prometheus-stack/crds"
+XID_FOR = 5.0
+THRESHOLDS = {"xid_for": "5s", "row_remap_failure_for": "5s"}
+# a scrape (5 s) and an evaluation (5 s) before the `for` starts, one evaluation after it, and slack for 2 cores
+FIRE_WITHIN = XID_FOR + 5 + 5 + 5 + 10
+
+
+def _ours(alert: dict, nodes: list[str]) -> bool:
+    labels = alert["labels"]
+    return labels.get("Hostname") in nodes or labels.get("node") in nodes
+
+
+def test_xid79_fires_gpu_xid_fallen_off_bus_for_that_gpu(cluster, core, namespace, add_nodes):
+    from gpuops_lab.simulator.framework import RealClient, Simulator
+    from gpuops_lab.simulator.handlers.nvidia import INSTANCE_LABEL, ClusterPolicyHandler
+
+    cfg = cluster.cfg
+    t_start = time.monotonic()
+    for crd in (CP_CRD, *sorted(PROM_CRDS.glob("*.yaml"))):
+        ensure_crd(cluster.api_client, crd)
+    nodes = add_nodes("dgx-h100", 2) + add_nodes("pcie-l40s", 1)
+    for name in nodes:
+        core.patch_node(name, {"metadata": {"labels": {INSTANCE_LABEL: namespace}}})
+    expected_gpus = sum(
+        len(dcgm.gpus_of(n, profiles.load(core.read_node(n).metadata.labels[profiles.PROFILE_LABEL]))) for n in nodes
+    )
+    assert expected_gpus == 8 + 8 + 4
+
+    handler = ClusterPolicyHandler(instance=namespace, operator_namespace=namespace)
+    sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), [handler], resync_period=2.0, watch_timeout=30)
+    sim.start()
+    custom = client.CustomObjectsApi(cluster.api_client)
+    policy = f"{namespace}-policy"
+    started_monitoring = not all(monitoring.status(cfg).values())
+    try:
+        assert sim.wait_ready(30), "simulator watches not established within 30s"
+        custom.create_cluster_custom_object(
+            "nvidia.com",
+            "v1",
+            "clusterpolicies",
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": policy, "labels": {INSTANCE_LABEL: namespace}},
+                "spec": {
+                    **{k: {} for k in ("daemonsets", "devicePlugin", "gfd", "operator")},
+                    "driver": {"enabled": True, "version": "580.126.20"},
+                    "toolkit": {"enabled": True},
+                    "dcgm": {"enabled": False},
+                    "nodeStatusExporter": {"enabled": False},
+                    "dcgmExporter": {"serviceMonitor": {"enabled": True}},
+                },
+            },
+        )
+        rule = ga.prometheus_rule(THRESHOLDS, "gpuops-gpu-alerts", namespace, {"release": "kube-prometheus-stack"})
+        custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", namespace, "prometheusrules", rule)
+        monitoring.start(cfg, say=lambda m: print(m, file=sys.stderr))
+
+        job = f"serviceMonitor/{namespace}/nvidia-dcgm-exporter/0"
+
+        def synced() -> monitoring.SyncResult | None:
+            res = monitoring.sync(cfg, cluster.api_client)
+            return res if res.jobs.get(job) == len(nodes) else None
+
+        res = wait_for(synced, 60, 1.0)
+        assert res, f"no {len(nodes)} targets for {job}: {monitoring.sync(cfg, cluster.api_client)}"
+        assert f"{namespace}-gpuops-gpu-alerts.yaml" in res.rules
+        assert set(nodes) <= set(res.exporter_nodes)
+
+        hosts = "|".join(nodes)
+        util = f'DCGM_FI_DEV_GPU_UTIL{{Hostname=~"{hosts}",job="nvidia-dcgm-exporter",namespace="{namespace}"}}'
+
+        def counted() -> int:
+            got = monitoring.query(cfg, f"count({util})")
+            return int(float(got[0]["value"][1])) if got else 0
+
+        assert wait_for(lambda: counted() == expected_gpus, 30, 1.0), f"{counted()} GPU series, not {expected_gpus}"
+        one = monitoring.query(cfg, f'{util[:-1]},Hostname="{nodes[0]}",gpu="3"}}')[0]["metric"]
+        for label in ("UUID", "pci_bus_id", "device", "modelName", "DCGM_FI_DRIVER_VERSION", "pod", "instance"):
+            assert one.get(label), (label, one)
+        assert one["container"] == "nvidia-dcgm-exporter" and one["endpoint"] == "gpu-metrics", one
+
+        # healthy: the rules have been evaluated over the scraped series at least twice, and none of ours fires
+        def evaluated_twice() -> bool:
+            q = f'prometheus_rule_group_iterations_total{{rule_group=~".*{namespace}-gpuops-gpu-alerts.yaml;.*"}}'
+            got = monitoring.query(cfg, f"min({q})")
+            return bool(got) and float(got[0]["value"][1]) >= 2
+
+        assert wait_for(evaluated_twice, 30, 1.0), "the rule groups were not evaluated"
+        time.sleep(5)  # one more scrape and evaluation over every target
+        firing = [a for a in monitoring.alerts(cfg) if _ours(a, nodes) and a["state"] == "firing"]
+        assert firing == [], firing
+
+        # XID 79 on one GPU
+        dcgm.inject(cfg.state, nodes[0], 3, dcgm.PRESETS["xid79"])
+        t0 = time.monotonic()
+
+        def fired() -> list[dict]:
+            return [
+                a
+                for a in monitoring.alerts(cfg)
+                if a["labels"]["alertname"] == "GPUXidFallenOffBus" and a["state"] == "firing" and _ours(a, nodes)
+            ]
+
+        got = wait_for(fired, FIRE_WITHIN, 0.5)
+        took = time.monotonic() - t0
+        assert got, f"GPUXidFallenOffBus not firing {FIRE_WITHIN:.0f}s after the fault: {monitoring.alerts(cfg)}"
+        print(f"GPUXidFallenOffBus firing {took:.1f}s after the injection (for {XID_FOR:.0f}s)", file=sys.stderr)
+        assert len(got) == 1, got
+        labels = got[0]["labels"]
+        assert (labels["Hostname"], labels["gpu"], labels["UUID"]) == (nodes[0], "3", one["UUID"])
+        assert (labels["err_code"], labels["severity"], labels["xid_class"]) == ("79", "critical", "bus")
+        others = [
+            a for a in monitoring.alerts(cfg) if _ours(a, nodes) and a["labels"]["alertname"] != "GPUXidFallenOffBus"
+        ]
+        assert others == [], others
+
+        # the GPU reset: the XID gauge reads 0 again and the alert resolves
+        dcgm.clear(cfg.state, nodes[0], 3)
+        assert wait_for(lambda: not fired(), 20, 0.5), "GPUXidFallenOffBus still firing 20s after the clear"
+        print(f"e2e alert test: {time.monotonic() - t_start:.1f}s", file=sys.stderr)
+    finally:
+        dcgm.clear(cfg.state, nodes[0])
+        try:
+            custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        wait_for(lambda: not client.AppsV1Api(cluster.api_client).list_namespaced_daemon_set(namespace).items, 30)
+        sim.stop()
+        if started_monitoring:
+            monitoring.stop(cfg)
