@@ -15,7 +15,7 @@ description:
     findings (a queue tree whose children's quotas exceed the parent's, an unknown parent, a cycle, a cap above an
     ancestor's, Volcano's own rules on guarantee, deserved and capability, a KAI limit below its quota, quotas above
     the cluster's capacity as a warning).
-positional: scheduler, nodes, crds
+positional: scheduler, nodes, crds, sharing_pools
 options:
   _input:
     description: The role's variables (C(volcano_*) or C(kai_scheduler_*)).
@@ -38,6 +38,14 @@ options:
     type: list
     elements: str
     default: []
+  sharing_pools:
+    description:
+      - KAI Scheduler - C(gpu_sharing_pools); a pool whose model is C(kai_fraction) turns the chart's
+        C(global.gpuSharing) on while C(kai_scheduler_gpu_sharing) is unset, and is an error with it set to false.
+        Volcano does not read it.
+    type: list
+    elements: dict
+    default: []
 """
 
 EXAMPLES = r"""
@@ -59,18 +67,21 @@ from collections.abc import Mapping  # noqa: E402 - after the documentation, as 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _volcano  # noqa: E402
 
-_BUILD = {"volcano": _volcano.build, "kai_scheduler": _kai.build}
+_SCHEDULERS = ("volcano", "kai_scheduler")
 
 
-def batch_queues(variables, scheduler, nodes=None, crds=None):
+def batch_queues(variables, scheduler, nodes=None, crds=None, sharing_pools=None):
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("batch_queues expects the role's variables as a dict")
-    if scheduler not in _BUILD:
-        raise AnsibleFilterError(f"batch_queues: scheduler must be one of {', '.join(_BUILD)}, not {scheduler!r}")
+    if scheduler not in _SCHEDULERS:
+        raise AnsibleFilterError(f"batch_queues: scheduler must be one of {', '.join(_SCHEDULERS)}, not {scheduler!r}")
     nodes = nodes or []
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
         raise AnsibleFilterError("batch_queues expects nodes as a list of Node objects")
-    return _BUILD[scheduler](variables, nodes, [str(c) for c in crds or []])
+    crd_names = [str(c) for c in crds or []]
+    if scheduler == "kai_scheduler":
+        return _kai.build(variables, nodes, crd_names, sharing_pools or [])
+    return _volcano.build(variables, nodes, crd_names)
 
 
 class FilterModule:

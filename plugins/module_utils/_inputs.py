@@ -316,17 +316,34 @@ _SCHEDULER_NAMES = {"kueue": "default-scheduler", "kai_scheduler": "kai-schedule
 
 
 def batch_schedulers(
-    var: str, value: Any, kai_version: Any = None, volcano_scheduler_name: Any = None, **_: Any
+    var: str,
+    value: Any,
+    kai_version: Any = None,
+    volcano_scheduler_name: Any = None,
+    sharing_pools: Any = None,
+    **_: Any,
 ) -> list[Finding]:
     """gpuops_batch_schedulers: known names, no duplicates, a role for each in this release; never two schedulers
     answering to one scheduler name (the default one included: Volcano renamed ``default-scheduler`` races
     kube-scheduler, and Volcano named ``kai-scheduler`` races KAI); never a KAI Scheduler version that watches
     kueue.x-k8s.io/v1alpha1 Topology (up to v0.10.x, the retracted v0.20.x) next to Kueue 0.19, whose CRD no longer
     serves it (``_kai.kueue_conflict``). ``kai_version``: kai_scheduler_chart_version; ``volcano_scheduler_name``:
-    volcano_scheduler_name."""
+    volcano_scheduler_name; ``sharing_pools``: gpu_sharing_pools (a ``kai_fraction`` pool needs KAI Scheduler)."""
     if not isinstance(value, list):
         return []  # the argument spec's type check reports it
     out = []
+    fraction_pools = _kai.fraction_pools(sharing_pools)
+    if fraction_pools and "kai_scheduler" not in value:
+        out.append(
+            variable_finding(
+                "batch-scheduler-kai-missing",
+                var,
+                value,
+                f"gpu_sharing_pools {', '.join(fraction_pools)} have model {_kai.SHARING_MODEL}: fractions of a GPU "
+                "are given by KAI Scheduler (global.gpuSharing), which is not installed",
+                f"add kai_scheduler to {var}, or give those pools another sharing model",
+            )
+        )
     unknown = [v for v in value if v not in BATCH_SCHEDULERS]
     if unknown:
         out.append(
@@ -432,13 +449,16 @@ def _converts(kind: str, value: Any) -> tuple[bool, Any]:
 
 def argument_types(options: Mapping[str, Mapping[str, Any]], variables: Mapping[str, Any]) -> list[Finding]:
     """Each variable against its argument-spec entry (type, elements, choices), converting as Ansible's role
-    argument validation does, so what passes here passes there - but before the run changes anything."""
+    argument validation does, so what passes here passes there - but before the run changes anything. Stricter than
+    Ansible in one way: null passes only for an option that declares ``default: null`` (a documented "unset")."""
     out = []
     for var, value in variables.items():
         opt = options.get(var)
         if opt is None:
             continue
         kind = opt.get("type", "str")
+        if value is None and "default" in opt and opt["default"] is None and not opt.get("required"):
+            continue  # declared nullable (default: null): unset means "decide for me", as Ansible accepts it
         ok, converted = _converts(kind, value)
         if not ok:
             out.append(

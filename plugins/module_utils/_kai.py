@@ -188,11 +188,51 @@ def _queue(q: Any, qi: int, findings: list[Finding]) -> tuple[Obj, dict[str, Any
     return obj, {"parent": q.get("parent") or None, "quota": quotas, "limit": limits}
 
 
-def chart_values(variables: Mapping[str, Any]) -> dict[str, Any]:
+SHARING_MODEL = "kai_fraction"  # the gpu_sharing pool model whose GPUs KAI shares in fractions (_sharing.MODELS)
+
+
+def fraction_pools(sharing_pools: Any) -> list[str]:
+    """The names of the gpu_sharing pools whose model is ``kai_fraction`` (malformed pools are the gpu_sharing
+    role's findings, not these)."""
+    if not isinstance(sharing_pools, list):
+        return []
+    return [str(p.get("name")) for p in sharing_pools if isinstance(p, Mapping) and p.get("model") == SHARING_MODEL]
+
+
+def gpu_sharing(variables: Mapping[str, Any], sharing_pools: Any = None) -> bool:
+    """Whether the chart's ``global.gpuSharing`` is on: ``kai_scheduler_gpu_sharing`` when set, else on exactly when
+    a gpu_sharing pool's model is ``kai_fraction`` (the sharing role's model asks for it)."""
+    given = variables.get("kai_scheduler_gpu_sharing")
+    if given is None:
+        return bool(fraction_pools(sharing_pools))
+    return bool(given)
+
+
+def sharing_findings(variables: Mapping[str, Any], sharing_pools: Any = None) -> list[Finding]:
+    """A ``kai_fraction`` pool with ``kai_scheduler_gpu_sharing: false``: the pool's pods would ask for fractions
+    that KAI, with GPU sharing off, never gives (they stay pending)."""
+    pools = fraction_pools(sharing_pools)
+    if not pools or variables.get("kai_scheduler_gpu_sharing") is None or gpu_sharing(variables, sharing_pools):
+        return []
+    return [
+        _queue_tree.finding(
+            "kai-gpu-sharing-off",
+            "error",
+            "variable",
+            "kai_scheduler_gpu_sharing",
+            [f"kai_scheduler_gpu_sharing: false; gpu_sharing_pools {', '.join(pools)} have model {SHARING_MODEL}"],
+            "with global.gpuSharing off KAI schedules no gpu-fraction or gpu-memory pod: the pool's fractional "
+            "pods stay pending",
+            "unset kai_scheduler_gpu_sharing (it follows the pools), or give those pools another model",
+        )
+    ]
+
+
+def chart_values(variables: Mapping[str, Any], sharing_pools: Any = None) -> dict[str, Any]:
     """The chart values the role sets: the release registry (upstream's values name a local one; the release
-    workflow rewrites it), GPU sharing, and whether the chart makes its default queues."""
+    workflow rewrites it), GPU sharing (:func:`gpu_sharing`), and whether the chart makes its default queues."""
     return {
-        "global": {"registry": REGISTRY, "gpuSharing": bool(variables.get("kai_scheduler_gpu_sharing", False))},
+        "global": {"registry": REGISTRY, "gpuSharing": gpu_sharing(variables, sharing_pools)},
         "defaultQueue": {"createDefaultQueue": bool(variables.get("kai_scheduler_default_queues", True))},
     }
 
@@ -223,9 +263,14 @@ def kueue_findings(version: str, crd_names: Sequence[str]) -> list[Finding]:
 
 
 def build(
-    variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], crd_names: Sequence[str] = ()
+    variables: Mapping[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+    crd_names: Sequence[str] = (),
+    sharing_pools: Any = None,
 ) -> dict[str, Any]:
+    """``sharing_pools``: gpu_sharing_pools (a ``kai_fraction`` pool turns GPU sharing on)."""
     findings = kueue_findings(str(variables.get("kai_scheduler_chart_version") or ""), crd_names)
+    findings += sharing_findings(variables, sharing_pools)
     objs: list[Obj] = []
     tree: dict[str, dict[str, Any]] = {}
     for qi, q in enumerate(variables.get("kai_scheduler_queues") or []):
@@ -262,7 +307,7 @@ def build(
     leaves = sorted(n for n in tree if n not in {p for p in parents.values() if p})
     findings += capacity_findings(tree, nodes)
     return {
-        "chart_values": chart_values(variables),
+        "chart_values": chart_values(variables, sharing_pools),
         # parents before children: a webhook validating the hierarchy reads the parent
         "queues": _queue_tree.children_first(objs, objs, "parentQueue")[::-1],
         "leaf_queues": leaves,

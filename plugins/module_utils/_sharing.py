@@ -8,7 +8,9 @@
 """GPU sharing per node pool (issue 9): the rules and builders as pure functions (no I/O).
 
 A pool is an inventory group or a node label selector plus one model: ``exclusive``, ``time_slicing``, ``mps``,
-``mig`` or ``dra``. The functions here are the one place the sharing rules live:
+``mig``, ``dra`` or ``kai_fraction`` (whole GPUs from the device plugin that KAI Scheduler hands out in fractions:
+its ``global.gpuSharing``, decided in ``_kai.gpu_sharing``; KAI itself is required by
+``_inputs.batch_schedulers``). The functions here are the one place the sharing rules live:
 
 - :func:`pool_input_findings`: bad input before any change (each finding names the variable and the field).
 - :func:`pool_members`: which nodes each pool holds; a node in two pools and a pool matching no node are findings.
@@ -44,12 +46,14 @@ VAR_POOLS = "gpu_sharing_pools"
 VAR_MIG_STRATEGY = "gpu_sharing_mig_strategy"
 VAR_MIG_CONFIGS = "gpu_sharing_mig_configs"
 MIG_DISABLED = "all-disabled"  # the name the role sets on nodes leaving a MIG pool (and the operator's default)
-MODELS = ("exclusive", "time_slicing", "mps", "mig", "dra")
+MODELS = ("exclusive", "time_slicing", "mps", "mig", "dra", "kai_fraction")
 MIG_STRATEGIES = ("single", "mixed")
 EXCLUSIVE_ENTRY = "exclusive"  # the device-plugin config entry of every node outside a time-slicing/MPS pool
 GPU = "nvidia.com/gpu"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+# the nodes of kai_fraction pools: whole GPUs that KAI Scheduler shares; fractional pods select the label
+KAI_FRACTION_LABEL = "gpuops.platform/sharing-kai-fraction"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 DRA_MIN_KUBERNETES = (1, 34)
 DRA_MIN_DRIVER = 580
@@ -61,6 +65,7 @@ _KEYS = {
     "mps": ("replicas", "rename_by_default", "fail_requests_greater_than_one", "devices"),
     "mig": ("mig_config",),
     "dra": (),
+    "kai_fraction": (),
 }
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # a label value (the name becomes nvidia.com/mig.config=<name>)

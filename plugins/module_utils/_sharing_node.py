@@ -87,7 +87,8 @@ def node_sharing(
     default_entry: str | None,
     dra_devices: int | None,
 ) -> dict[str, Any]:
-    """What the node runs: ``model`` (exclusive, time_slicing, mps, mig, dra, or unknown when the entry it names is
+    """What the node runs: ``model`` (exclusive, time_slicing, mps, mig, dra, kai_fraction - an exclusive node with
+    the KAI fraction label - or unknown when the entry it names is
     missing or invalid), ``detail`` (entry and replicas, MIG config and state, DRA devices), ``advertised`` (the
     GPU resources of its allocatable) and ``summary`` (the readiness table's cell). ``configs`` is None when no
     device-plugin ConfigMap is named or read."""
@@ -110,6 +111,8 @@ def node_sharing(
                 model, detail = "unknown", f"config entry {entry} invalid"
     else:
         model, detail = "exclusive", ""
+    if model == "exclusive" and labels.get(_sharing.KAI_FRACTION_LABEL) == "true":
+        model, detail = "kai_fraction", (detail + " " if detail else "") + "(KAI Scheduler shares whole GPUs)"
     res = ",".join(f"{k}={v}" for k, v in advertised.items()) or "nothing advertised"
     return {
         "model": model,

@@ -317,7 +317,8 @@ MIG_DISABLED = "all-disabled"
 
 def wanted_labels(pool: Mapping[str, Any]) -> dict[str, str]:
     """The labels a node of ``pool`` carries: the device-plugin config entry (time-slicing, MPS), the MIG config
-    (MIG) or the device plugin off (DRA: never two allocators for the same GPUs)."""
+    (MIG), the device plugin off (DRA: never two allocators for the same GPUs) or the KAI fraction label (whole GPUs
+    that KAI Scheduler shares; fractional pods select the label)."""
     model = pool.get("model")
     if model in ("time_slicing", "mps"):
         return {_sharing.CONFIG_LABEL: str(pool["name"])}
@@ -325,6 +326,8 @@ def wanted_labels(pool: Mapping[str, Any]) -> dict[str, str]:
         return {_sharing.MIG_CONFIG_LABEL: str(pool["mig_config"])}
     if model == "dra":
         return {DEPLOY_DEVICE_PLUGIN: "false", DRA_NODE_LABEL: "true"}
+    if model == "kai_fraction":
+        return {_sharing.KAI_FRACTION_LABEL: "true"}
     return {}
 
 

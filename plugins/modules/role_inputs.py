@@ -91,6 +91,12 @@ options:
       volcano_scheduler_name:
         description: Rule V(batch_schedulers) - the name Volcano's scheduler answers to (default V(volcano)).
         type: str
+      sharing_pools:
+        description:
+          - Rule V(batch_schedulers) - C(gpu_sharing_pools); a pool with model V(kai_fraction) needs V(kai_scheduler)
+            among the batch schedulers.
+        type: list
+        elements: raw
   values:
     description: User chart values to check against what the role renders.
     type: list
@@ -193,6 +199,7 @@ ARGUMENT_SPEC = {
             "context_var": {"type": "str"},
             "kai_version": {"type": "str"},
             "volcano_scheduler_name": {"type": "str"},
+            "sharing_pools": {"type": "list", "elements": "raw"},
         },
     },
     "values": {

@@ -110,8 +110,12 @@ def test_variables_are_prefixed_typed_and_described(role):
     for name, opt in _spec(role)["options"].items():
         assert name.startswith(f"{role}_"), name
         assert "type" in opt and opt.get("description"), name
-        # defaults live once, in defaults/main.yml (argument-spec defaults are not applied at runtime)
-        assert "default" not in opt, f"{name}: keep the default in defaults/main.yml only"
+        # defaults live once, in defaults/main.yml (argument-spec defaults are not applied at runtime); the one
+        # exception is default: null, which declares the option nullable ("unset: decided for you") and must match
+        if "default" in opt:
+            assert opt["default"] is None and _defaults(role).get(name) is None, (
+                f"{name}: keep the default in defaults/main.yml only (default: null only declares a nullable option)"
+            )
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -126,6 +130,8 @@ def test_defaults_pass_the_roles_own_input_rules(role):
     strict = {"str": str, "bool": bool, "int": int, "list": list, "dict": dict}
     for name, value in literal.items():
         kind = options[name]["type"]
+        if value is None and "default" in options[name]:
+            continue  # declared nullable
         if kind in strict:
             assert isinstance(value, strict[kind]), f"{name}={value!r} is not {kind}"
 

@@ -366,3 +366,33 @@ def test_prune_children_first_and_landing():
 def test_filter_errors(call, message):
     with pytest.raises(AnsibleFilterError, match=message):
         call()
+
+
+FRACTION_POOL = {"name": "l40s-frac", "model": "kai_fraction", "group": "l40s"}
+TS_POOL = {"name": "ts", "model": "time_slicing", "replicas": 4, "group": "a"}
+
+
+@pytest.mark.parametrize(
+    ("given", "pools", "sharing", "expect"),
+    [
+        (None, [], False, []),  # unset, no pool asks: off
+        (None, [TS_POOL], False, []),
+        (None, [TS_POOL, FRACTION_POOL], True, []),  # unset follows the sharing model
+        (True, [], True, []),  # explicit on without a pool: fractions anywhere, allowed
+        (False, [], False, []),
+        (False, [FRACTION_POOL], False, ["kai-gpu-sharing-off"]),  # the pool's fractional pods would never run
+        (True, [FRACTION_POOL], True, []),
+        (None, "not a list", False, []),  # malformed pools are the gpu_sharing role's findings
+        (None, [{"model": "kai_fraction"}, 3], True, []),
+    ],
+)
+def test_kai_gpu_sharing_follows_the_sharing_model(given, pools, sharing, expect):
+    variables = kvars([], **({} if given is None else {"kai_scheduler_gpu_sharing": given}))
+    built = _kai.build(variables, NODES, (), pools)
+    assert built["chart_values"]["global"]["gpuSharing"] is sharing
+    assert errors(built["findings"]) == expect
+    via_filter = batch_queues(variables, "kai_scheduler", NODES, [], pools if isinstance(pools, list) else [])
+    assert via_filter["chart_values"]["global"]["gpuSharing"] is (sharing if isinstance(pools, list) else False)
+    if expect:
+        f = built["findings"][0]
+        assert "l40s-frac" in f["evidence"][0] and "pending" in f["cause"]

@@ -89,6 +89,10 @@ def test_value_rules(rule, value, ok):
         (["kueue", "volcano"], {"volcano_scheduler_name": "volcano"}, []),
         (["volcano", "kai_scheduler"], {"volcano_scheduler_name": "kai-scheduler"}, ["batch-scheduler-name-claimed"]),
         (["volcano", "kai_scheduler"], {}, []),
+        # a kai_fraction sharing pool needs KAI Scheduler
+        (["kueue"], {"sharing_pools": [{"name": "frac", "model": "kai_fraction"}]}, ["batch-scheduler-kai-missing"]),
+        (["kai_scheduler"], {"sharing_pools": [{"name": "frac", "model": "kai_fraction"}]}, []),
+        (["kueue"], {"sharing_pools": [{"name": "ts", "model": "time_slicing"}, "junk"]}, []),
     ],
 )
 def test_batch_schedulers_versions_and_names(value, kwargs, expect):
@@ -151,6 +155,7 @@ OPTIONS = {
     "r_values": {"type": "dict", "description": "Values."},
     "r_name": {"type": "str", "description": "Name."},
     "r_any": {"type": "raw", "description": "Anything."},
+    "r_auto": {"type": "bool", "default": None, "description": "Null: decided for you."},
 }
 
 
@@ -166,6 +171,9 @@ OPTIONS = {
         ({"r_values": "driver=off"}, ["variable-type"]),
         ({"r_name": ["a"]}, ["variable-type"]),
         ({"r_any": object}, []),
+        ({"r_enabled": None}, ["variable-type"]),  # null only where the spec declares default: null
+        ({"r_auto": None}, []),
+        ({"r_auto": "maybe"}, ["variable-type"]),
     ],
 )
 def test_argument_types(variables, expect):

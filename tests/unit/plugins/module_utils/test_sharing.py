@@ -86,6 +86,7 @@ def test_balanced_layout_matches_the_gpu_operator_default_config(gpu: dict[str, 
         ([{**TS, "rename_by_default": "yes"}], "single", "gpu_sharing_pools[0].rename_by_default"),
         ([{**TS, "mig_config": "all-1g.10gb"}], "single", "gpu_sharing_pools[0].mig_config"),  # not a TS field
         ([{**MIG, "replicas": 2}], "single", "gpu_sharing_pools[0].replicas"),  # not a MIG field
+        ([{**MIG, "model": "kai_fraction"}], "single", "gpu_sharing_pools[0].mig_config"),  # KAI takes no field
         ([{**MIG, "mig_config": ""}], "single", "gpu_sharing_pools[0].mig_config"),
         ([{**TS, "model": "mps"}], "mixed", "gpu_sharing_pools[0].model"),  # MPS with mixed: refused upstream
         ([TS, TS], "single", "gpu_sharing_pools"),  # duplicate names
@@ -100,7 +101,8 @@ def test_bad_input_names_the_field(pools: Any, strategy: str, field: str) -> Non
 
 
 def test_good_pools_have_no_findings() -> None:
-    pools = [TS, {**TS, "name": "mps-pool", "model": "mps", "group": "x", "devices": "all"}, MIG, DRA]
+    kai = {"name": "frac", "model": "kai_fraction", "node_selector": {"pool": "frac"}}
+    pools = [TS, {**TS, "name": "mps-pool", "model": "mps", "group": "x", "devices": "all"}, MIG, DRA, kai]
     assert sh.pool_input_findings(pools, "single") == []
     assert sh.pool_input_findings([MIG], "mixed") == []
 
@@ -184,7 +186,8 @@ def test_no_dra_pool_no_dra_guard() -> None:
 
 def test_device_plugin_configs() -> None:
     mps = {**TS, "name": "mps-pool", "model": "mps", "rename_by_default": True, "fail_requests_greater_than_one": False}
-    got = sh.device_plugin_configs([TS, mps, MIG, {**TS, "name": "two", "devices": "all"}])
+    kai = {"name": "frac", "model": "kai_fraction", "group": "g"}  # whole GPUs: no entry of its own
+    got = sh.device_plugin_configs([TS, mps, MIG, {**TS, "name": "two", "devices": "all"}, kai])
     assert got == {
         "exclusive": {"version": "v1"},
         "l40s-shared": {
@@ -227,6 +230,7 @@ def test_device_plugin_configs() -> None:
         ),
         ({**MIG, "mig_config": "all-disabled"}, [H100] * 8, "single", {"nvidia.com/gpu": 8}),
         (DRA, [H100] * 8, "single", {}),
+        ({"model": "kai_fraction"}, [L40S] * 4, "single", {"nvidia.com/gpu": 4}),  # KAI shares whole GPUs
     ],
 )
 def test_expected_capacity(

@@ -64,6 +64,25 @@ def test_entry_model(text, want):
         # DRA slices outrank everything
         ({MIG: "all-1g.10gb"}, {}, CONFIGS, None, 8, "dra", "8 device(s) in ResourceSlices"),
         ({}, {}, None, None, 0, "exclusive", ""),
+        # an exclusive node of a kai_fraction pool; the label does not hide a sharing entry
+        (
+            {"gpuops.platform/sharing-kai-fraction": "true"},
+            {"nvidia.com/gpu": 8},
+            None,
+            None,
+            None,
+            "kai_fraction",
+            "(KAI Scheduler shares whole GPUs)",
+        ),
+        (
+            {"gpuops.platform/sharing-kai-fraction": "true", CFG: "ts-l40s"},
+            {},
+            CONFIGS,
+            None,
+            None,
+            "time_slicing",
+            "ts-l40s x4",
+        ),
     ],
 )
 def test_node_sharing(labels, alloc, configs, default, dra, model, detail):  # pylint: disable=too-many-arguments,too-many-positional-arguments
@@ -102,3 +121,13 @@ def test_slice_devices_counts_only_the_nvidia_driver():
         {"spec": {"driver": "gpu.nvidia.com", "devices": [{}]}},
     ]
     assert sn.slice_devices(slices) == {"n1": 3}
+
+
+def test_wanted_labels_per_model():
+    from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_status as st  # noqa: PLC0415
+
+    assert st.wanted_labels({"name": "frac", "model": "kai_fraction"}) == {
+        "gpuops.platform/sharing-kai-fraction": "true"
+    }
+    assert st.wanted_labels({"name": "ts", "model": "time_slicing"}) == {CFG: "ts"}
+    assert st.wanted_labels({"name": "x", "model": "exclusive"}) == {}
