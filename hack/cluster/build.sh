@@ -213,12 +213,13 @@ build_kueue() { # the Kueue controller (issue 10), run out of cluster by the lab
   stamp "$out.tmp" kueue $files; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
-build_volcano() { # the Volcano scheduler (vc-scheduler only), run out of cluster by the lab with Volcano's CRDs
+build_volcano() { # the Volcano scheduler and controller-manager (vc-scheduler, vc-controller-manager; no webhook-manager),
+  # run out of cluster by the lab with Volcano's CRDs
   local out="$CACHE/bin/volcano-v$VOLCANO_VERSION" src="$CACHE/src/volcano-v$VOLCANO_VERSION"
   local mod=volcano.sh/volcano apis=volcano.sh/apis
-  if ok "$out" vc-scheduler volcano-scheduler.conf; then echo "volcano v$VOLCANO_VERSION: cached in $out"; return; fi
+  if ok "$out" vc-scheduler vc-controller-manager volcano-scheduler.conf; then echo "volcano v$VOLCANO_VERSION: cached in $out"; return; fi
   rm -rf "$out" "$out.tmp" "$src" "$src.apis"; mkdir -p "$out.tmp" "$(dirname "$src")"
-  echo "volcano v$VOLCANO_VERSION: building vc-scheduler in $src (cold: about 5 min on 2 cores)"
+  echo "volcano v$VOLCANO_VERSION: building vc-scheduler and vc-controller-manager in $src (cold: about 5 min on 2 cores; the second binary shares most packages)"
   copy_module "$apis@v$VOLCANO_APIS_VERSION" "$src.apis"  # (downloaded outside the volcano module, which replaces it)
   copy_module "$mod@v$VOLCANO_VERSION" "$src"
   # Its go.mod replaces volcano.sh/apis with ./staging/src/volcano.sh/apis, a directory the module zip lacks, and the
@@ -233,9 +234,9 @@ build_volcano() { # the Volcano scheduler (vc-scheduler only), run out of cluste
   grep -q QueueAllocationGateKey "$labels" && { echo "build.sh: $labels already has QueueAllocationGateKey: drop the addition" >&2; exit 1; }
   printf '\n// QueueAllocationGateKey: added by gpuops build.sh (missing from %s v%s; value from %s)\n%s\n' \
     "$apis" "$VOLCANO_APIS_VERSION" "docs/design/scheduling-gates-queue-admission.md" "$gate" >> "$labels"
-  (cd "$src" && go build -trimpath \
-     -ldflags "-s -w -X $mod/pkg/version.Version=v$VOLCANO_VERSION -X $mod/pkg/version.Built=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-     -o "$out.tmp/vc-scheduler" ./cmd/scheduler)
+  local ldflags="-s -w -X $mod/pkg/version.Version=v$VOLCANO_VERSION -X $mod/pkg/version.Built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  (cd "$src" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp/vc-scheduler" ./cmd/scheduler \
+     && go build -trimpath -ldflags "$ldflags" -o "$out.tmp/vc-controller-manager" ./cmd/controller-manager)
   # The lab installs Volcano's CRDs (all of config/crd/volcano/bases: the scheduler's informers wait for every kind
   # they watch) and runs the chart's default scheduler configuration; both kept beside the binary, never committed.
   mkdir -p "$out.tmp/crd"
@@ -244,7 +245,7 @@ build_volcano() { # the Volcano scheduler (vc-scheduler only), run out of cluste
   local files
   files=$(cd "$out.tmp" && find crd -type f | LC_ALL=C sort)
   # shellcheck disable=SC2086
-  stamp "$out.tmp" vc-scheduler volcano-scheduler.conf $files; mv "$out.tmp" "$out"; rm -rf "$src"
+  stamp "$out.tmp" vc-scheduler vc-controller-manager volcano-scheduler.conf $files; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
 build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4 plugin directory (docs/helm_release.md)

@@ -1,7 +1,8 @@
 """The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (built from
 their Go modules), kwok for simulated nodes, the local chart repository, the real nfd-master (labels
 nodes from the NodeFeature objects the simulator publishes), the real SR-IOV Network Operator (sriov.py), the real
-Kueue controller (kueue.py), the real Volcano scheduler (volcano.py) and the operator simulator.
+Kueue controller (kueue.py), the real Volcano scheduler and controller-manager (volcano.py) and the operator
+simulator.
 
 up() is idempotent (already running parts are reported and left alone); down() stops every process
 it started, by PID, and removes the state directory."""
@@ -38,6 +39,7 @@ ORDER = (
     "sriov-network-operator",
     "kueue",
     "vc-scheduler",
+    "vc-controller-manager",
     "simulator",
 )
 BINARIES = (
@@ -53,6 +55,7 @@ BINARIES = (
     "registry",
     "kueue",
     "vc-scheduler",
+    "vc-controller-manager",
 )
 
 
@@ -225,6 +228,8 @@ class Lab:
             return kueue.argv(c)
         if name == "vc-scheduler":
             return volcano.argv(c)
+        if name == "vc-controller-manager":
+            return volcano.controller_manager_argv(c)
         if name == "simulator":
             return [sys.executable, "-m", "gpuops_lab.simulator", "--kubeconfig", kc]
         raise KeyError(name)
@@ -297,6 +302,17 @@ class Lab:
         if name == "vc-scheduler":  # it serves /healthz once it has created the default and root Queues
             url = f"http://127.0.0.1:{p['volcano-healthz']}/healthz"
             return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
+        if name == "vc-controller-manager":  # /healthz answers before its controllers start: the default Queue opened
+            url = f"http://127.0.0.1:{p['volcano-cm-healthz']}/healthz"
+            clients: list = []  # one API client for all the probe's tries, made on the first
+
+            def opened() -> bool:
+                if self._get(url) != b"ok":
+                    return False
+                clients[:] = clients or [self._api()]
+                return volcano.default_queue_open(clients[0])
+
+            return opened, f"GET {url}, then the default Queue Open", 60
         if name == "kwok":
             return self._kwok_running, "'Watch nodes' in its log and still running 1 s later", 20
         raise KeyError(name)
@@ -328,6 +344,10 @@ class Lab:
             "vc-scheduler": [
                 ("vc-scheduler metrics", p["volcano-metrics"]),
                 ("vc-scheduler healthz", p["volcano-healthz"]),
+            ],
+            "vc-controller-manager": [
+                ("vc-controller-manager metrics", p["volcano-cm-metrics"]),
+                ("vc-controller-manager healthz", p["volcano-cm-healthz"]),
             ],
         }.get(name, [])
 

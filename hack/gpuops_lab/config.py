@@ -38,6 +38,10 @@ PORT_DEFAULTS = {
     # nfd-master port (+6, +7) as the Kueue ports do
     "volcano-metrics": ("GPUOPS_LAB_VOLCANO_METRICS_PORT", 20296),
     "volcano-healthz": ("GPUOPS_LAB_VOLCANO_HEALTHZ_PORT", 20297),
+    # the real Volcano controller-manager's metrics and healthz servers (volcano.py), on loopback; unset, they follow
+    # the nfd-master port (+8, +9)
+    "volcano-cm-metrics": ("GPUOPS_LAB_VOLCANO_CM_METRICS_PORT", 20298),
+    "volcano-cm-healthz": ("GPUOPS_LAB_VOLCANO_CM_HEALTHZ_PORT", 20299),
 }
 
 
@@ -72,6 +76,8 @@ class LabConfig:
             "kueue-probe": ("nfd-master", 5),
             "volcano-metrics": ("nfd-master", 6),
             "volcano-healthz": ("nfd-master", 7),
+            "volcano-cm-metrics": ("nfd-master", 8),
+            "volcano-cm-healthz": ("nfd-master", 9),
             "chart-registry": ("chart-repo", 1),
         }
         for name, (var, default) in PORT_DEFAULTS.items():
@@ -117,6 +123,7 @@ class LabConfig:
             "registry": "registry",
             "kueue": "kueue",
             "vc-scheduler": "volcano",
+            "vc-controller-manager": "volcano",
             "prometheus": "prometheus",
             "promtool": "prometheus",
         }[name]

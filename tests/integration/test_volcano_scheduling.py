@@ -1,14 +1,18 @@
 """Gang scheduling and queue capability through the real Volcano v1.15.1 scheduler of the lab (vc-scheduler, the chart's
-default configuration: enqueue, allocate, backfill; gang, proportion, overcommit, predicates...). Nothing of the
-scheduler is simulated; kwok runs the pods it binds. The lab does not run Volcano's controller-manager: the tests make
-the PodGroups themselves (as its controllers would for a vcjob) and the simulator opens new Queues (its queue
-controller's part, simulator/handlers/volcano.py).
+default configuration: enqueue, allocate, backfill; gang, proportion, overcommit, predicates...) and its real
+controller-manager (vc-controller-manager: queue, podgroup, job and gc controllers). Nothing of Volcano is simulated;
+kwok runs the pods it binds. The gang and queue tests make their PodGroups themselves (as the job controller does for a
+vcjob); the controller-manager opens new Queues. Volcano's webhooks are not run: the objects are created complete.
 
 - all or nothing: a PodGroup of 3 pods x 8 GPUs on two 8-GPU nodes has no pod bound and never runs over many
   scheduling cycles; once a third node advertises 8 GPUs the three pods are bound together and the group runs;
 - a PodGroup that fits (2 x 8 GPUs) is bound at once, runs, and kwok runs its pods;
 - queue capability: a Queue capped at 4 GPUs keeps a PodGroup that needs 8 Pending (never Inqueue) while one that
-  needs 4 is admitted to the same Queue and runs.
+  needs 4 is admitted to the same Queue and runs; the queue controller opened it and made `root` its parent;
+- the controller-manager's own part: a bare `schedulerName: volcano` pod (no PodGroup) gets one from the podgroup
+  controller (`podgroup-<pod uid>`, owned by the pod, the pod annotated with it) and is scheduled; a Volcano Job
+  (vcjob) of 2 x 8 GPUs becomes a PodGroup and two pods through the job controller, bound together, and Completed
+  once kwok has run its pods to the end.
 
 The GPUs: nodes of the dgx-h100 profile made by the test (removed after it) whose status gets `nvidia.com/gpu: 8` as a
 device plugin would report it (as hack/tests/integration/test_control_plane.py does for the default scheduler), instead
@@ -139,7 +143,7 @@ def watch(custom, core, namespace: str, group: str, pods: list[str], seconds: fl
 
 
 def logs_hint(cluster) -> str:
-    return f"see {cluster.cfg.logs}/vc-scheduler.log and simulator.log"
+    return f"see {cluster.cfg.logs}/vc-scheduler.log and vc-controller-manager.log"
 
 
 def test_a_gang_that_does_not_fit_binds_no_pod_until_it_fits(cluster, core, custom, namespace, gpu_nodes):
@@ -213,6 +217,8 @@ def test_a_queue_capability_keeps_a_larger_group_pending(cluster, core, custom, 
         return (custom.get_cluster_custom_object(*SCHEDULING, "queues", capped_queue).get("status") or {}).get("state")
 
     assert wait_for(lambda: state() == "Open", 30), f"Queue {capped_queue} state {state()!r}; {logs_hint(cluster)}"
+    # the queue controller's other step for a Queue that names no parent
+    assert custom.get_cluster_custom_object(*SCHEDULING, "queues", capped_queue)["spec"].get("parent") == "root"
     over = submit(core, custom, namespace, podgroup("over", capped_queue, 2, min_gpus=8), pods=2, gpus=4)
     # the enqueue action looks at it every cycle and leaves it Pending: 8 GPUs > the queue's 4
     assert wait_for(lambda: phase(custom, namespace, "over") == "Pending", 30), phase(custom, namespace, "over")
@@ -237,3 +243,76 @@ def test_a_queue_capability_keeps_a_larger_group_pending(cluster, core, custom, 
     assert seen == ["Pending"], seen
     queue = custom.get_cluster_custom_object(*SCHEDULING, "queues", capped_queue)
     assert (queue.get("status") or {}).get("allocated", {}).get("nvidia.com/gpu") == "4", queue.get("status")
+
+
+def test_a_bare_volcano_pod_gets_a_podgroup_from_the_controller_manager(cluster, core, custom, namespace, gpu_nodes):
+    (node,) = gpu_nodes(1)
+    spec = pod("bare", "bare", 8, namespace)
+    del spec["metadata"]["annotations"]  # no PodGroup: the podgroup controller makes one
+    created = core.create_namespaced_pod(namespace, spec)
+    group = f"podgroup-{created.metadata.uid}"
+
+    def annotated() -> str | None:
+        return (core.read_namespaced_pod("bare", namespace).metadata.annotations or {}).get(GROUP_ANNOTATION)
+
+    assert wait_for(annotated, 30) == group, f"pod annotation {annotated()!r}; {logs_hint(cluster)}"
+    pg = custom.get_namespaced_custom_object(*SCHEDULING, namespace, "podgroups", group)
+    assert pg["spec"]["minMember"] == 1 and pg["spec"]["queue"] == "default", pg["spec"]
+    assert [(o["kind"], o["name"]) for o in pg["metadata"]["ownerReferences"]] == [("Pod", "bare")]
+    assert wait_for(lambda: bound(core, namespace, ["bare"])["bare"], 30) == node, (
+        f"{bound(core, namespace, ['bare'])}, phase {phase(custom, namespace, group)!r}; {logs_hint(cluster)}"
+    )
+    assert wait_for(lambda: core.read_namespaced_pod("bare", namespace).status.phase == "Running", 30)
+
+
+BATCH = ("batch.volcano.sh", "v1alpha1")
+
+
+@pytest.fixture
+def vcjobs(custom, namespace):  # after `custom`: the jobs go before their PodGroups and pods are waited for
+    """The custom objects API for this test's Volcano Jobs, deleted (and waited for) afterwards."""
+    yield custom
+    custom.delete_collection_namespaced_custom_object(*BATCH, namespace, "jobs")
+    assert wait_for(lambda: not custom.list_namespaced_custom_object(*BATCH, namespace, "jobs")["items"], 30)
+
+
+def test_a_vcjob_becomes_a_gang_through_the_job_controller(cluster, core, vcjobs, namespace, gpu_nodes):
+    nodes = gpu_nodes(2)
+    template = pod("-", "-", 8, namespace)
+    del template["metadata"]
+    job = {  # complete as Volcano's webhook would leave it (not run in the lab): queue, minAvailable, a named task
+        "apiVersion": "/".join(BATCH),
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {
+            "schedulerName": "volcano",
+            "queue": "default",
+            "minAvailable": 2,
+            "tasks": [{"name": "worker", "replicas": 2, "template": template}],
+        },
+    }
+    created = vcjobs.create_namespaced_custom_object(*BATCH, namespace, "jobs", job)
+    group = f"train-{created['metadata']['uid']}"
+    pods = ["train-worker-0", "train-worker-1"]
+
+    def made() -> bool:
+        return {p.metadata.name for p in core.list_namespaced_pod(namespace).items} == set(pods)
+
+    assert wait_for(made, 30), f"pods {[p.metadata.name for p in core.list_namespaced_pod(namespace).items]}; " + (
+        logs_hint(cluster)
+    )
+    pg = vcjobs.get_namespaced_custom_object(*SCHEDULING, namespace, "podgroups", group)
+    assert pg["spec"]["minMember"] == 2 and pg["spec"]["queue"] == "default", pg["spec"]
+    for p in pods:
+        assert core.read_namespaced_pod(p, namespace).metadata.annotations[GROUP_ANNOTATION] == group
+    assert wait_for(lambda: all(bound(core, namespace, pods).values()), 30), bound(core, namespace, pods)
+    assert sorted(bound(core, namespace, pods).values()) == sorted(nodes)
+
+    def job_phase() -> str:
+        got = vcjobs.get_namespaced_custom_object(*BATCH, namespace, "jobs", "train")
+        return ((got.get("status") or {}).get("state") or {}).get("phase") or ""
+
+    # kwok's pod-complete stage ends the pods of a Job (owner kind Job: a vcjob too) at once: the job controller sees
+    # both pods Succeeded and completes the vcjob
+    assert wait_for(lambda: job_phase() == "Completed", 30), f"vcjob phase {job_phase()!r}; {logs_hint(cluster)}"
+    assert {core.read_namespaced_pod(p, namespace).status.phase for p in pods} == {"Succeeded"}

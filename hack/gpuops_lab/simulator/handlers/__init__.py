@@ -12,14 +12,13 @@ goes in its own module here and is appended to the list.
   node running its pod); the real kube-scheduler allocates claims against them.
 - `nfd.NfdWorkerHandler`: nfd-worker (a NodeFeature per node, from its hardware profile); the lab's real
   nfd-master turns them into node labels.
-- `volcano.VolcanoQueueHandler`: the queue controller of Volcano's controller-manager, for new Queues only (opens
-  them); the lab's real vc-scheduler schedules only into open Queues.
 
 Built-in instances handle only objects (custom resources, nodes) without the label
 `sim.gpuops.io/instance`; a test runs its own instance in-process (`ClusterPolicyHandler(instance=...)`)
 for objects carrying that label, so the lab's long-running simulator never acts on them.
 
-The NfdWorker and VolcanoQueue handlers have no instances: nfd-worker runs on every node, Queues are cluster-wide."""
+The NfdWorker handler has no instances: nfd-worker runs on every node. (Volcano has no handler: the lab runs its
+scheduler and controller-manager for real, volcano.py.)"""
 
 from __future__ import annotations
 
@@ -30,7 +29,6 @@ from .network import NETWORK_HANDLERS, NicClusterPolicyHandler
 from .nfd import NfdWorkerHandler
 from .nvidia import ClusterPolicyHandler
 from .sriov import SriovNetworkNodeStateHandler
-from .volcano import VolcanoQueueHandler
 
 BUILTIN_HANDLERS: list[type[Handler]] = [
     NfdWorkerHandler,
@@ -40,7 +38,6 @@ BUILTIN_HANDLERS: list[type[Handler]] = [
     *NETWORK_HANDLERS,
     SriovNetworkNodeStateHandler,
     DraKubeletPluginHandler,
-    VolcanoQueueHandler,
 ]
 
 __all__ = ["BUILTIN_HANDLERS"]

@@ -413,7 +413,6 @@ def test_handlers_are_builtin():
         "IPoIBNetwork",
         "SriovNetworkNodeState",
         "DraKubeletPlugin",
-        "VolcanoQueue",
     }
 
 

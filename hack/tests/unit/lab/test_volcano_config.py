@@ -1,6 +1,6 @@
-"""The lab's Volcano wiring without a cluster: the scheduler's ports, argv (every listener on loopback, leader election
-off, the chart's configuration from the state), environment and files, where it starts; and the simulator's stand-in
-for the controller-manager's queue controller (new Queues are opened)."""
+"""The lab's Volcano wiring without a cluster: the scheduler's and the controller-manager's ports, argv (every listener
+on loopback, leader election off, the chart's configuration from the state, the controllers the lab runs), environment
+and files, where they start; and no simulator handler stands in for the controller-manager any more."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ from gpuops_lab import volcano
 from gpuops_lab.cluster import BINARIES, ORDER, Lab
 from gpuops_lab.config import LabConfig
 from gpuops_lab.errors import LabError
-from gpuops_lab.simulator.fakeclient import FakeKubeClient
-from gpuops_lab.simulator.framework import Simulator
 from gpuops_lab.simulator.handlers import BUILTIN_HANDLERS
-from gpuops_lab.simulator.handlers.volcano import QUEUE, VolcanoQueueHandler
 
 CHART_CONF = 'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n'
 
@@ -42,11 +39,23 @@ def test_ports_follow_nfd_master_after_kueue_and_have_variables(tmp_path):
     assert len(ports) == len(set(ports))
 
 
+def test_controller_manager_ports_follow_nfd_master_and_have_variables(tmp_path):
+    cfg = _cfg(tmp_path)
+    assert (cfg.ports["volcano-cm-metrics"], cfg.ports["volcano-cm-healthz"]) == (30298, 30299)
+    default = LabConfig.load({"GPUOPS_LAB_STATE": str(tmp_path)}).ports
+    assert (default["volcano-cm-metrics"], default["volcano-cm-healthz"]) == (20298, 20299)
+    own = _cfg(tmp_path, GPUOPS_LAB_VOLCANO_CM_HEALTHZ_PORT="31001", GPUOPS_LAB_VOLCANO_CM_METRICS_PORT="31002")
+    assert (own.ports["volcano-cm-metrics"], own.ports["volcano-cm-healthz"]) == (31002, 31001)
+    with pytest.raises(LabError, match="GPUOPS_LAB_VOLCANO_CM_METRICS_PORT"):
+        _cfg(tmp_path, GPUOPS_LAB_VOLCANO_CM_METRICS_PORT="x")
+
+
 def test_pinned_version_and_binary(tmp_path):
     cfg = _cfg(tmp_path)
     assert cfg.versions["VOLCANO_VERSION"] == "1.15.1" and cfg.versions["VOLCANO_APIS_VERSION"] == "1.14.0"
     assert cfg.binary("vc-scheduler") == tmp_path / "cache" / "bin" / "volcano-v1.15.1" / "vc-scheduler"
-    assert "vc-scheduler" in BINARIES
+    assert cfg.binary("vc-controller-manager") == cfg.bindir("volcano") / "vc-controller-manager"
+    assert "vc-scheduler" in BINARIES and "vc-controller-manager" in BINARIES
 
 
 def test_argv_binds_loopback_without_leader_election(tmp_path):
@@ -75,6 +84,28 @@ def test_argv_binds_loopback_without_leader_election(tmp_path):
     assert volcano.env(cfg) == {"DEBUG_SOCKET_DIR": str(cfg.state / "volcano")}
 
 
+def test_controller_manager_argv_binds_loopback_runs_four_controllers(tmp_path):
+    cfg = _cfg(tmp_path)
+    argv = volcano.controller_manager_argv(cfg)
+    assert argv[0] == str(cfg.binary("vc-controller-manager"))
+    for flag in (
+        f"--kubeconfig={cfg.kubeconfig}",
+        "--leader-elect=false",
+        "--scheduler-name=volcano",
+        "--enable-healthz=true",
+        "--healthz-address=127.0.0.1:30299",
+        "--enable-metrics=true",
+        "--listen-address=127.0.0.1:30298",
+    ):
+        assert flag in argv
+    addresses = [a.split("=", 1)[1] for a in argv if a.startswith(("--listen-address", "--healthz-address"))]
+    assert len(addresses) == 2 and all(a.startswith("127.0.0.1:") for a in addresses)
+    # only the named controllers: no '*' (upstream's default '*,-sharding-controller' starts the cronjob, jobflow,
+    # jobtemplate, hyperNode and colocation controllers, whose kinds the lab does not serve)
+    (controllers,) = [a.split("=", 1)[1].split(",") for a in argv if a.startswith("--controllers=")]
+    assert controllers == ["+queue-controller", "+pg-controller", "+job-controller", "+gc-controller"]
+
+
 def test_the_lab_starts_probes_and_lists_it(tmp_path):
     cfg = _cfg(tmp_path)
     lab = Lab(cfg, say=lambda _m: None)
@@ -84,6 +115,17 @@ def test_the_lab_starts_probes_and_lists_it(tmp_path):
     assert lab._ports_of("vc-scheduler") == [("vc-scheduler metrics", 30296), ("vc-scheduler healthz", 30297)]
     _probe, what, _timeout = lab._ready_probe("vc-scheduler")
     assert what == "GET http://127.0.0.1:30297/healthz"
+    # the controller-manager after the scheduler: its probe waits for the default Queue the scheduler makes to be Open
+    assert ORDER.index("vc-scheduler") < ORDER.index("vc-controller-manager") < ORDER.index("simulator")
+    assert lab._argv("vc-controller-manager") == volcano.controller_manager_argv(cfg)
+    assert lab._ports_of("vc-controller-manager") == [
+        ("vc-controller-manager metrics", 30298),
+        ("vc-controller-manager healthz", 30299),
+    ]
+    probe, what, _timeout = lab._ready_probe("vc-controller-manager")
+    assert what == "GET http://127.0.0.1:30299/healthz, then the default Queue Open"
+    with pytest.raises(OSError):  # nothing listens (wait_until takes an exception for "not ready yet")
+        probe()
 
 
 def test_conf_and_crds_come_from_the_build(tmp_path):
@@ -97,76 +139,23 @@ def test_conf_and_crds_come_from_the_build(tmp_path):
     (d / "volcano-scheduler.conf").write_text(CHART_CONF)
     for name in (*volcano.CRDS[:-1], "batch.volcano.sh_cronjobs.yaml"):
         (d / "crd" / name).write_text("kind: CustomResourceDefinition\n")
-    with pytest.raises(LabError, match="batch.volcano.sh_jobs.yaml"):
+    with pytest.raises(LabError, match="bus.volcano.sh_commands.yaml"):
         volcano.crd_files(cfg)
-    (d / "crd" / "batch.volcano.sh_jobs.yaml").write_text("kind: CustomResourceDefinition\n")
+    (d / "crd" / "bus.volcano.sh_commands.yaml").write_text("kind: CustomResourceDefinition\n")
     path = volcano.write_conf(cfg)
     assert path == volcano.conf_path(cfg) and path.read_text() == CHART_CONF
     assert path.parent != cfg.state  # its own directory: the scheduler watches the configuration's directory
-    # what the scheduler's informers wait for, and Volcano Jobs; not the controller-manager's and agent's other kinds
+    # what the scheduler's informers wait for, and the job and queue controllers' (Volcano Jobs, Commands); not the
+    # kinds of the controllers the lab leaves off (CronJobs, ColocationConfigurations) nor NodeShards
     assert [p.name for p in volcano.crd_files(cfg)] == [
         "scheduling.volcano.sh_podgroups.yaml",
         "scheduling.volcano.sh_queues.yaml",
         "topology.volcano.sh_hypernodes.yaml",
         "nodeinfo.volcano.sh_numatopologies.yaml",
         "batch.volcano.sh_jobs.yaml",
+        "bus.volcano.sh_commands.yaml",
     ]
 
 
-# ---- the simulator's queue controller stand-in ---------------------------------------------------------------------
-
-
-class Sim:
-    def __init__(self) -> None:
-        self.client = FakeKubeClient(cluster_scoped={(QUEUE.api_version, QUEUE.kind)})
-        self.sim = Simulator(self.client, [VolcanoQueueHandler()])
-
-    def queue(self, name: str, **spec) -> None:
-        self.client.add(
-            {
-                "apiVersion": QUEUE.api_version,
-                "kind": QUEUE.kind,
-                "metadata": {"name": name},
-                "spec": {"weight": 1, **spec},
-            }
-        )
-
-    def settle(self) -> None:
-        self.sim.sync()
-        for _attempt in range(5):
-            self.sim.process_pending()
-
-    def get(self, name: str) -> dict:
-        return self.client.obj(QUEUE.api_version, QUEUE.kind, name, None)
-
-
-def test_new_queues_are_opened_and_parented_to_root_as_upstream():
-    s = Sim()
-    s.queue("root")
-    s.queue("default", reclaimable=True)
-    s.queue("team-a", capability={"nvidia.com/gpu": "4"})
-    s.queue("child", parent="team-a")
-    s.settle()
-    assert {n: s.get(n)["status"]["state"] for n in ("root", "default", "team-a", "child")} == dict.fromkeys(
-        ("root", "default", "team-a", "child"), "Open"
-    )
-    assert "parent" not in s.get("root")["spec"]
-    assert s.get("default")["spec"]["parent"] == "root" and s.get("team-a")["spec"]["parent"] == "root"
-    assert s.get("child")["spec"]["parent"] == "team-a"  # a parent it names is kept
-    assert s.get("team-a")["spec"]["capability"] == {"nvidia.com/gpu": "4"}
-    writes = len(s.client.writes)
-    s.settle()
-    assert len(s.client.writes) == writes  # nothing more to do
-
-
-def test_a_queue_with_a_state_is_left_alone():
-    s = Sim()
-    s.queue("closed", parent="root")
-    s.client.patch(QUEUE.api_version, QUEUE.kind, "closed", None, {"status": {"state": "Closed"}}, "merge", "status")
-    s.settle()
-    assert s.get("closed")["status"]["state"] == "Closed"
-    assert not [w for w in s.client.writes if w[0].startswith("patch") and w[3] != {"status": {"state": "Closed"}}]
-
-
-def test_it_runs_in_the_lab_simulator():
-    assert VolcanoQueueHandler in BUILTIN_HANDLERS
+def test_no_simulator_handler_plays_the_controller_manager():
+    assert not [h for h in BUILTIN_HANDLERS if "volcano" in h.__module__ or "Volcano" in h.__name__]
