@@ -74,7 +74,9 @@ class Lab:
             d = self.cfg.binary(b).parent
             if not (d / "SHA256SUMS").is_file() or not self.cfg.binary(b).is_file():
                 missing.append(b)
-        return missing
+        from . import monitoring  # Prometheus, kube-state-metrics: not started by `up`, built by `build` all the same
+
+        return missing + monitoring.missing_binaries(self.cfg)
 
     def build(self) -> None:
         if not self.binaries_ready():

@@ -420,6 +420,7 @@ def serve(port: int, directory: Path, host: str = "127.0.0.1") -> None:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms wait for a delayed ACK
 
         def log_message(self, *args: Any) -> None:  # quiet: Prometheus scrapes every few seconds
             pass
