@@ -1,0 +1,390 @@
+"""The smoke_tests role's rules (_smoke) and its filters, as tables."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuops.platform.plugins.filter.smoke_plan import smoke_plan
+from ansible_collections.gpuops.platform.plugins.filter.smoke_results import smoke_results
+from ansible_collections.gpuops.platform.plugins.module_utils import _smoke
+
+DIGEST = "@sha256:" + "a" * 64
+H100 = "NVIDIA-H100-80GB-HBM3"
+L40S = "NVIDIA-L40S"
+
+
+def node(name, product=None, alloc=None, simulated=False, amd=None, unschedulable=False):
+    labels = {"kubernetes.io/hostname": name}
+    if product:
+        labels["nvidia.com/gpu.product"] = product
+    if amd:
+        labels["amd.com/gpu.product-name"] = amd
+    meta = {"name": name, "labels": labels}
+    if simulated:
+        meta["annotations"] = {"kwok.x-k8s.io/node": "fake"}
+    return {
+        "metadata": meta,
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {"allocatable": {"cpu": "64", **{k: str(v) for k, v in (alloc or {}).items()}}},
+    }
+
+
+def variables(**kw):
+    out = {
+        "smoke_tests_tests": list(_smoke.TESTS),
+        "smoke_tests_namespace": "smoke",
+        "smoke_tests_timeout": 120,
+        "smoke_tests_tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "smoke_tests_images": {
+            "cuda": "nvcr.io/nvidia/k8s/cuda-sample" + DIGEST,
+            "nccl": "public.ecr.aws/hpc-cloud/nccl-tests" + DIGEST,
+            "ib_write_bw": "registry.example.com/perftest" + DIGEST,
+            "rocm_smi": "docker.io/rocm/rocm-terminal" + DIGEST,
+        },
+        "smoke_tests_registry_mirror": "",
+        "smoke_tests_nccl_busbw_gbps": {H100: 350},
+        "smoke_tests_ib_write_bw_gbps": {"*": 180},
+        "smoke_tests_rdma_resources": [],
+        "smoke_tests_kai_queue": "",
+    }
+    out.update(kw)
+    return out
+
+
+CLUSTER = [
+    node("dgx-0", H100, {"nvidia.com/gpu": 8, "rdma/ib": 8}),
+    node("dgx-1", H100, {"nvidia.com/gpu": 8, "rdma/ib": 8}),
+    node("dgx-2", H100, {"nvidia.com/gpu": 8}),  # a third of the product: not in the pair
+    node("l40s-0", L40S + "-SHARED", {"nvidia.com/gpu": 16}),
+    node("mig-0", H100 + "-MIG-1g.10gb", {"nvidia.com/mig-1g.10gb": 7}),
+    node("dra-0", H100, {}),
+    node("mi300x-0", None, {"amd.com/gpu": 8}, amd="AMD-Instinct-MI300X"),
+    node("cpu-0"),
+]
+MODELS = [
+    {"name": "l40s-0", "sharing": {"model": "time_slicing"}},
+    {"name": "mig-0", "sharing": {"model": "mig"}},
+    {"name": "dra-0", "sharing": {"model": "dra"}},
+    {"name": "dgx-0", "sharing": {"model": "exclusive"}},
+]
+
+
+def ids(findings):
+    return sorted(f["id"] for f in findings)
+
+
+def by_test(built):
+    return {e["test"]: e for e in built["tests"]}
+
+
+def pod(built, name):
+    (found,) = [p for p in built["pods"] if p["metadata"]["name"] == name]
+    return found
+
+
+def test_the_plan_requests_what_a_user_would():
+    built = smoke_plan(variables(), CLUSTER, MODELS)
+    assert built["findings"] == []
+    assert "smoke-dra: claim smoke-dra" in built["table"]
+    assert "smoke-sharing-mig: nvidia.com/mig-1g.10gb=1" in built["table"]
+    assert sorted(by_test(built)) == [
+        "cuda.nvidia-h100-80gb-hbm3",
+        "dra",
+        "ib_write_bw.ib",
+        "nccl.nvidia-h100-80gb-hbm3",
+        "rocm_smi.amd-instinct-mi300x",
+        "sharing.mig",
+        "sharing.time_slicing",
+    ]
+    cuda = pod(built, "smoke-cuda-nvidia-h100-80gb-hbm3")
+    assert cuda["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "dgx-0", "nvidia.com/gpu.product": H100}
+    assert cuda["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert cuda["spec"]["containers"][0]["image"] == "nvcr.io/nvidia/k8s/cuda-sample" + DIGEST
+    assert cuda["spec"]["tolerations"] == variables()["smoke_tests_tolerations"]
+    assert cuda["spec"]["restartPolicy"] == "Never" and cuda["spec"]["activeDeadlineSeconds"] == 120
+    ts = pod(built, "smoke-sharing-time-slicing")
+    assert ts["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert ts["spec"]["nodeSelector"]["nvidia.com/gpu.product"] == L40S + "-SHARED"
+    mig = pod(built, "smoke-sharing-mig")
+    assert mig["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+    dra = pod(built, "smoke-dra")
+    assert dra["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "smoke-dra"}]
+    assert dra["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
+    (claim,) = built["claim_templates"]
+    assert claim["spec"]["spec"]["devices"]["requests"] == [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+    ]
+    nccl = by_test(built)["nccl.nvidia-h100-80gb-hbm3"]
+    assert nccl["nodes"] == ["dgx-0", "dgx-1"] and nccl["threshold"] == 350
+    rank0 = pod(built, "smoke-nccl-nvidia-h100-80gb-hbm3-0")
+    assert rank0["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8", "rdma/ib": "1"}
+    assert "-np 16" in rank0["spec"]["containers"][0]["command"][2]
+    assert [s["metadata"]["name"] for s in built["services"]] == ["smoke-nccl-nvidia-h100-80gb-hbm3"]
+    ib = pod(built, "smoke-ib-ib")
+    assert ib["spec"]["containers"][0]["resources"]["limits"] == {"rdma/ib": "1"}
+    assert by_test(built)["ib_write_bw.ib"]["threshold"] == 180
+    rocm = pod(built, "smoke-rocm-amd-instinct-mi300x")
+    assert rocm["spec"]["nodeSelector"] == {
+        "kubernetes.io/hostname": "mi300x-0",
+        "amd.com/gpu.product-name": "AMD-Instinct-MI300X",
+    }
+    assert rocm["spec"]["containers"][0]["resources"]["limits"] == {"amd.com/gpu": "1"}
+
+
+@pytest.mark.parametrize(
+    ("change", "finding", "severity"),
+    [
+        (
+            {"smoke_tests_images": {"cuda": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"}},
+            "smoke-image-not-pinned",
+            "error",
+        ),
+        ({"smoke_tests_images": {"cuda": "cuda-sample@sha256:abc"}}, "smoke-image-not-pinned", "error"),
+        ({"smoke_tests_registry_mirror": "https://mirror.local"}, "smoke-mirror-invalid", "error"),
+        ({"smoke_tests_nccl_busbw_gbps": {H100: "fast"}}, "smoke-threshold-invalid", "error"),
+        ({"smoke_tests_ib_write_bw_gbps": {"*": -1}}, "smoke-threshold-invalid", "error"),
+        ({"smoke_tests_images": {"cuda": ""}}, "smoke-image-unset", "warning"),
+        ({"smoke_tests_tests": ["cuda", "gpu_burn"]}, "smoke-test-unknown", "error"),
+    ],
+)
+def test_input_findings(change, finding, severity):
+    built = smoke_plan(variables(**change), CLUSTER, MODELS)
+    assert (finding, severity) in [(f["id"], f["severity"]) for f in built["findings"]]
+
+
+def test_an_unpinned_image_of_a_disabled_test_is_not_judged():
+    v = variables(smoke_tests_tests=["cuda"], smoke_tests_images={"cuda": "x/cuda" + DIGEST, "nccl": "x/nccl:latest"})
+    assert smoke_plan(v, CLUSTER, MODELS)["findings"] == []
+
+
+@pytest.mark.parametrize(
+    ("image", "mirror", "pulled"),
+    [
+        ("nvcr.io/nvidia/k8s/cuda-sample" + DIGEST, "", "nvcr.io/nvidia/k8s/cuda-sample" + DIGEST),
+        (
+            "nvcr.io/nvidia/k8s/cuda-sample" + DIGEST,
+            "mirror.local:5000",
+            "mirror.local:5000/nvidia/k8s/cuda-sample" + DIGEST,
+        ),
+        (
+            "nvcr.io/nvidia/k8s/cuda-sample:v1" + DIGEST,
+            "mirror.local/pfx/",
+            "mirror.local/pfx/nvidia/k8s/cuda-sample" + DIGEST,
+        ),
+        ("rocm/rocm-terminal" + DIGEST, "mirror.local", "mirror.local/rocm/rocm-terminal" + DIGEST),
+        ("busybox" + DIGEST, "mirror.local", "mirror.local/library/busybox" + DIGEST),
+        ("localhost:5000/a/b" + DIGEST, "m.local", "m.local/a/b" + DIGEST),
+    ],
+)
+def test_the_mirror_rewrites_the_registry_and_keeps_the_digest(image, mirror, pulled):
+    assert _smoke.resolve_image(image, mirror) == pulled
+
+
+def test_a_tag_next_to_the_digest_is_accepted():
+    v = variables(
+        smoke_tests_tests=["cuda"],
+        smoke_tests_images={"cuda": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04" + DIGEST},
+    )
+    assert smoke_plan(v, CLUSTER, MODELS)["findings"] == []
+
+
+@pytest.mark.parametrize(
+    ("cluster", "models", "finding"),
+    [
+        ([node("dgx-0", H100, {"nvidia.com/gpu": 8})], [], "smoke-nccl-no-pair"),
+        ([node("cpu-0")], [], "smoke-nothing-to-test"),
+        (
+            [node("k-0", H100, {"nvidia.com/gpu": 8})],
+            [{"name": "k-0", "sharing": {"model": "kai_fraction"}}],
+            "smoke-kai-queue-unset",
+        ),
+        (
+            [node("ts-0", L40S, {})],
+            [{"name": "ts-0", "sharing": {"model": "time_slicing"}}],
+            "smoke-sharing-nothing-advertised",
+        ),
+    ],
+)
+def test_tests_that_cannot_run_are_warnings(cluster, models, finding):
+    built = smoke_plan(variables(), cluster, models)
+    assert finding in ids(built["findings"])
+    assert all(f["severity"] == "warning" for f in built["findings"])
+
+
+def test_kai_fraction_pod_names_the_scheduler_and_queue():
+    cluster = [node("k-0", H100, {"nvidia.com/gpu": 8})]
+    built = smoke_plan(
+        variables(smoke_tests_kai_queue="research"), cluster, [{"name": "k-0", "sharing": {"model": "kai_fraction"}}]
+    )
+    kai = pod(built, "smoke-sharing-kai-fraction")
+    assert kai["spec"]["schedulerName"] == "kai-scheduler"
+    assert kai["metadata"]["annotations"] == {"gpu-fraction": "0.5"}
+    assert kai["metadata"]["labels"]["kai.scheduler/queue"] == "research"
+    assert "resources" not in kai["spec"]["containers"][0]
+
+
+def test_cordoned_nodes_are_not_tested():
+    cluster = [node("dgx-0", H100, {"nvidia.com/gpu": 8}, unschedulable=True)]
+    assert smoke_plan(variables(smoke_tests_tests=["cuda"]), cluster, [])["tests"] == []
+
+
+def test_explicit_rail_resources():
+    cluster = [node("dgx-0", H100, {"nvidia.com/gpu": 8, "rdma/ib": 8, "nvidia.com/rail1": 4})]
+    built = smoke_plan(
+        variables(smoke_tests_tests=["ib_write_bw"], smoke_tests_rdma_resources=["nvidia.com/rail1"]), cluster, []
+    )
+    assert [e["test"] for e in built["tests"]] == ["ib_write_bw.rail1"]
+
+
+NCCL_OUT = """#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+  8589934592    2147483648     float     sum      -1    45123  190.37  356.94      0    45002  190.88  357.90      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 361.235
+"""
+IB_OUT = """---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 65536      1901823          0.00               197.40               0.376508
+---------------------------------------------------------------------------------------
+"""
+CUDA_OUT = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n[Vector addition of 50000 elements]\nTest PASSED\nDone\n"
+ROCM_OUT = "GPU[0]\t\t: Card Series: \t\tAMD Instinct MI300X\nGPU[0]\t\t: GPU use (%): 0\n"
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "threshold", "result", "detail"),
+    [
+        ("nccl", NCCL_OUT, 350, "pass", "361.235 GB/s >= 350 GB/s"),
+        ("nccl", NCCL_OUT, 400, "fail", "361.235 GB/s < 400 GB/s"),
+        ("nccl", NCCL_OUT, None, "pass", "361.235 GB/s (no threshold set)"),
+        ("nccl", "mpirun: ssh: connect refused", 350, "fail", "no bandwidth in the output of nccl"),
+        ("ib_write_bw", IB_OUT, 180, "pass", "197.4 Gb/s >= 180 Gb/s"),
+        ("ib_write_bw", IB_OUT, 390, "fail", "197.4 Gb/s < 390 Gb/s"),
+        ("cuda", CUDA_OUT, None, "pass", "vectorAdd Test PASSED; nvidia-smi lists 1 GPU(s)"),
+        ("cuda", "Test FAILED\n", None, "fail", "no 'Test PASSED'"),
+        ("cuda", "Test PASSED\n", None, "fail", "nvidia-smi listed no GPU"),
+        ("rocm_smi", ROCM_OUT, None, "pass", "rocm-smi lists 1 GPU(s)"),
+        ("rocm_smi", "ERROR: no GPU", None, "fail", "rocm-smi listed no GPU"),
+    ],
+)
+def test_parse(kind, text, threshold, result, detail):
+    got = _smoke.parse(kind, text, threshold)
+    assert got[:2] == (result, detail)
+
+
+def live(name, node_name=None, phase="Pending", **status):
+    return {
+        "metadata": {"name": name},
+        "spec": {"nodeName": node_name} if node_name else {},
+        "status": {"phase": phase, **status},
+    }
+
+
+REAL = [
+    node("dgx-0", H100, {"nvidia.com/gpu": 8}),
+    node("dgx-1", H100, {"nvidia.com/gpu": 8}),
+    node("sim-0", L40S, {"nvidia.com/gpu": 4}, simulated=True),
+]
+PLAN = smoke_plan(variables(smoke_tests_tests=["cuda", "nccl"]), REAL, [])
+TERM = {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": CUDA_OUT}}}]}
+
+
+def rows(out):
+    return {r["test"]: (r["result"], r["detail"]) for r in out["results"]}
+
+
+def test_simulated_nodes_measure_nothing_whatever_the_pod_printed():
+    pods = [
+        live("smoke-cuda-nvidia-l40s", "sim-0", "Succeeded", **TERM),
+        live("smoke-cuda-nvidia-h100-80gb-hbm3", "dgx-0", "Running"),
+        live("smoke-nccl-nvidia-h100-80gb-hbm3-0", "dgx-0", "Running"),
+        live("smoke-nccl-nvidia-h100-80gb-hbm3-1", "dgx-1", "Running"),
+    ]
+    out = smoke_results(PLAN, pods)
+    assert out["done"] is False
+    assert rows(out)["cuda.nvidia-l40s"] == ("not-measured", "not-measured: simulated node")
+    assert rows(out)["cuda.nvidia-h100-80gb-hbm3"][0] == "waiting"
+    # a simulated node's result carries no number, in the result or its record
+    (sim,) = [r for r in out["results"] if r["test"] == "cuda.nvidia-l40s"]
+    assert sim["value"] is None
+    (rec,) = [n for n in out["nodes"] if n["metadata"]["name"] == "sim-0"]
+    assert rec["metadata"]["labels"] == {"gpuops.platform/smoke.cuda.nvidia-l40s": "not-measured"}
+
+
+def test_finished_pods_are_parsed_from_their_logs_and_recorded():
+    pods = [
+        live("smoke-cuda-nvidia-l40s", "sim-0", "Running"),
+        live("smoke-cuda-nvidia-h100-80gb-hbm3", "dgx-0", "Succeeded", **TERM),
+        live("smoke-nccl-nvidia-h100-80gb-hbm3-0", "dgx-0", "Succeeded"),
+        live("smoke-nccl-nvidia-h100-80gb-hbm3-1", "dgx-1", "Running"),
+    ]
+    out = smoke_results(PLAN, pods, {"smoke-nccl-nvidia-h100-80gb-hbm3-0": NCCL_OUT}, True, "2026-01-01T00:00:00Z")
+    assert out["done"] is True
+    assert "smoke-nccl-nvidia-h100-80gb-hbm3-0" in out["read_logs"]
+    got = rows(out)
+    assert got["cuda.nvidia-h100-80gb-hbm3"] == ("pass", "vectorAdd Test PASSED; nvidia-smi lists 1 GPU(s)")
+    # the worker (sshd for mpirun) runs until deleted: the pair's result is rank 0's
+    assert got["nccl.nvidia-h100-80gb-hbm3"] == ("pass", "361.235 GB/s >= 350 GB/s")
+    assert "smoke-nccl-nvidia-h100-80gb-hbm3-1" not in out["read_logs"]
+    recs = {n["metadata"]["name"]: n["metadata"] for n in out["nodes"]}
+    note = json.loads(recs["dgx-0"]["annotations"]["gpuops.platform/smoke.cuda.nvidia-h100-80gb-hbm3"])
+    assert note["result"] == "pass" and note["time"] == "2026-01-01T00:00:00Z"
+    assert "TEST" in out["table"] and "not-measured: simulated node" in out["table"]
+
+
+@pytest.mark.parametrize(
+    ("pod_", "final", "outcome"),
+    [
+        (None, True, ("fail", "pod not found")),
+        (
+            live(
+                "p",
+                phase="Pending",
+                conditions=[
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+                    }
+                ],
+            ),
+            True,
+            ("fail", "not scheduled: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."),
+        ),
+        (live("p", "dgx-0", "Running"), True, ("fail", "not finished within the timeout (phase Running)")),
+        (
+            live(
+                "p",
+                "dgx-0",
+                "Failed",
+                containerStatuses=[{"state": {"terminated": {"exitCode": 1, "reason": "Error"}}}],
+            ),
+            False,
+            ("fail", "Error, exit code 1"),
+        ),
+        (live("p", "sim-0", "Running"), False, ("not-measured", "not-measured: simulated node")),
+    ],
+)
+def test_pod_outcomes(pod_, final, outcome):
+    got = _smoke.pod_outcome(pod_, {"sim-0"}, final)
+    assert got["done"] is True
+    assert (got["result"], got["detail"]) == outcome
+
+
+def test_result_keys_are_valid_label_keys():
+    key = _smoke.result_key("ib_write_bw." + "x" * 80)
+    name = key.split("/", 1)[1]
+    assert len(name) <= 63 and name.startswith("smoke.ib_write_bw.")
+    assert _smoke.result_key("sharing.time_slicing") == "gpuops.platform/smoke.sharing.time_slicing"
+    assert len(_smoke.slug("A" * 80)) <= 40
+
+
+def test_the_filters_refuse_wrong_input():
+    with pytest.raises(AnsibleFilterError):
+        smoke_plan([], [])
+    with pytest.raises(AnsibleFilterError):
+        smoke_plan({}, [1])
+    with pytest.raises(AnsibleFilterError):
+        smoke_results({}, [])
