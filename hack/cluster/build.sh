@@ -172,6 +172,18 @@ build_kube_state_metrics() { # kube-state-metrics (issue 11): the lab's monitori
   stamp "$out.tmp" kube-state-metrics; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
+build_node_exporter() { # node_exporter: the lab's monitoring runs it with only the infiniband collector on fake sysfs
+  local out="$CACHE/bin/node_exporter-v$NODE_EXPORTER_VERSION" src="$CACHE/src/node_exporter-v$NODE_EXPORTER_VERSION"
+  local mod=github.com/prometheus/node_exporter
+  if ok "$out" node_exporter; then echo "node_exporter v$NODE_EXPORTER_VERSION: cached in $out"; return; fi
+  rm -rf "$out" "$out.tmp" "$src"; mkdir -p "$out.tmp" "$(dirname "$src")"
+  echo "node_exporter v$NODE_EXPORTER_VERSION: building in $src"
+  copy_module "$mod@v$NODE_EXPORTER_VERSION" "$src"  # no go.mod replace
+  (cd "$src" && go build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=$NODE_EXPORTER_VERSION" \
+     -o "$out.tmp/node_exporter" .)
+  stamp "$out.tmp" node_exporter; mv "$out.tmp" "$out"; rm -rf "$src"
+}
+
 build_registry() { # the CNCF Distribution registry (OCI), the lab's oci:// chart repository
   local out="$CACHE/bin/registry-v$REGISTRY_VERSION" src="$CACHE/src/registry-v$REGISTRY_VERSION"
   local mod=github.com/distribution/distribution/v3
@@ -271,7 +283,7 @@ build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4
 
 what=${1:-all}
 case "$what" in
-  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kube-state-metrics) build_kube_state_metrics ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
-  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry; build_prometheus; build_kube_state_metrics; build_kueue; build_volcano ;;
-  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|kube-state-metrics|kueue|volcano|helm-diff]" >&2; exit 2 ;;
+  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
+  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue; build_volcano ;;
+  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
 esac

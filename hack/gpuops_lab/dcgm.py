@@ -14,9 +14,16 @@ modelName, Hostname``, then the CSV's ``label`` fields (``DCGM_FI_DRIVER_VERSION
 templates do. The collectors are the GPU Operator's default (``dcp-metrics-included.csv``) unless monitoring sync
 found the ClusterPolicy's ``dcgmExporter.config`` ConfigMap (key ``dcgm-metrics.csv``), as the operator mounts it.
 
-State (in ``<lab state>/monitoring``): ``exporter-nodes.json`` (node -> hardware profile, driver version; written
-by monitoring sync or the benchmark), ``dcgm-faults.json`` (the injected faults, read again whenever it changes),
-``collectors.csv``. Faults: inject()/clear() here, or ``python -m gpuops_lab dcgm-fault``.
+Pod attribution (dcgm-exporter's PodMapper, internal/pkg/transformation/kubernetes.go, with the GPU Operator's
+defaults: Kubernetes mapping on, virtual GPUs off): the kubelet's PodResources API says which devices each container
+holds, and every series of a GPU a container holds gets the attributes ``pod``, ``namespace``, ``container`` (all
+counters, not only some); a GPU nobody holds keeps its series without them. The kubelet and the device plugin are
+simulated as data here (assign_gpus): monitoring sync takes the Running pods bound to the node whose containers ask
+for ``nvidia.com/gpu`` and hands out GPU indices by the rule documented on assign_gpus.
+
+State (in ``<lab state>/monitoring``): ``exporter-nodes.json`` (node -> hardware profile, driver version, the GPUs'
+holders; written by monitoring sync or the benchmark), ``dcgm-faults.json`` (the injected faults, read again
+whenever it changes), ``collectors.csv``. Faults: inject()/clear() here, or ``python -m gpuops_lab dcgm-fault``.
 """
 
 from __future__ import annotations
@@ -138,6 +145,70 @@ def gpus_of(node: str, profile: Mapping[str, Any]) -> list[Gpu]:
     return out
 
 
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _gpu_request(container: Mapping[str, Any]) -> int:
+    res = container.get("resources") or {}
+    raw = (res.get("limits") or {}).get(GPU_RESOURCE, (res.get("requests") or {}).get(GPU_RESOURCE, 0))
+    try:
+        return max(0, int(str(raw)))
+    except ValueError:
+        return 0
+
+
+def assign_gpus(
+    node: str, pods: list[Mapping[str, Any]], gpu_count: int, replicas: int = 1
+) -> dict[str, dict[str, str]]:
+    """Which container holds each GPU of `node`: GPU index (a string) -> {pod, namespace, container}, what the
+    kubelet's PodResources API would tell dcgm-exporter. The rule (the lab's stand-in for the kubelet and the NVIDIA
+    device plugin):
+
+    - the pods: bound to `node` (spec.nodeName), phase Running, in a stable order (creationTimestamp, namespace,
+      name); their containers (not init containers) in spec order, each asking for ``nvidia.com/gpu`` (limits,
+      else requests) units;
+    - each GPU offers `replicas` units (1; more with time-slicing/MPS: the node's allocatable ``nvidia.com/gpu`` over
+      its GPU count); each unit goes to the GPU with a free unit that has handed out the fewest so far, the lowest
+      index first: without sharing the lowest free indices (first fit), with replicas spread over the GPUs as the
+      device plugin's distributed allocation of replicas does;
+    - a pod asking for more units than are free gets none (the kubelet would refuse it: UnexpectedAdmissionError);
+    - a GPU several containers share (replicas) is attributed to the last of them in that order: dcgm-exporter keys
+      its device -> pod map by GPU UUID (replica IDs ``<UUID>::<n>`` cut to the UUID), so the last write wins and
+      the GPU keeps one series set. dcgm-exporter's virtual-GPU mode (one series per pod, label ``vgpu``) and MIG
+      devices (``nvidia.com/mig-*``) are not simulated.
+    """
+    used = [0] * gpu_count
+    out: dict[str, dict[str, str]] = {}
+    running = [
+        p
+        for p in pods
+        if (p.get("spec") or {}).get("nodeName") == node and (p.get("status") or {}).get("phase") == "Running"
+    ]
+    running.sort(
+        key=lambda p: (
+            str(p["metadata"].get("creationTimestamp") or ""),
+            p["metadata"].get("namespace", ""),
+            p["metadata"].get("name", ""),
+        )
+    )
+    for pod in running:
+        wants = [(c.get("name", ""), _gpu_request(c)) for c in (pod.get("spec") or {}).get("containers") or ()]
+        wants = [(name, n) for name, n in wants if n]
+        if not wants or sum(n for _, n in wants) > gpu_count * replicas - sum(used):
+            continue
+        for cname, n in wants:
+            for _ in range(n):
+                free = [i for i in range(gpu_count) if used[i] < replicas]
+                i = min(free, key=lambda j: (used[j], j))
+                used[i] += 1
+                out[str(i)] = {
+                    "container": cname,
+                    "namespace": pod["metadata"].get("namespace", ""),
+                    "pod": pod["metadata"].get("name", ""),
+                }
+    return out
+
+
 def parse_collectors(text: str) -> list[tuple[str, str, str]]:
     """(field, prometheus type, help) of each non-comment line of a dcgm-exporter collectors CSV."""
     out = []
@@ -221,9 +292,12 @@ def render(
     driver_version: str = "",
     now: float | None = None,
     started: float = 0.0,
+    holders: Mapping[str, Mapping[str, str]] | None = None,
 ) -> str:
-    """The text dcgm-exporter serves on `node`; `faults` is GPU index (a string) -> fault (FAULT_KEYS). Fields this
-    exporter does not simulate are left out, as dcgm-exporter leaves out fields with no value."""
+    """The text dcgm-exporter serves on `node`; `faults` is GPU index (a string) -> fault (FAULT_KEYS), `holders`
+    GPU index -> {pod, namespace, container} (assign_gpus). Fields this exporter does not simulate are left out, as
+    dcgm-exporter leaves out fields with no value. Attributes (the holder's, err_code/err_msg) follow the labels,
+    in key order, as dcgm-exporter's template renders its Attributes map."""
     now = time.time() if now is None else now
     extra = {f: "" for f, t, _ in collectors if t == "label"}
     if "DCGM_FI_DRIVER_VERSION" in extra:
@@ -238,19 +312,22 @@ def render(
             f'gpu="{g.index}",UUID="{g.uuid}",pci_bus_id="{g.pci_bus_id}",device="nvidia{g.index}",'
             f'modelName="{_esc(g.model)}",Hostname="{_esc(node)}"{extra_s}'
         )
-        live.append((base, gpu_values(node, g, fault, now, started)))
+        held = (holders or {}).get(str(g.index)) or {}
+        attrs = {k: str(held[k]) for k in ("container", "namespace", "pod") if k in held}
+        live.append((base, attrs, gpu_values(node, g, fault, now, started)))
     out: list[str] = []
     for field, ptype, help_ in collectors:
-        if ptype == "label" or not live or field not in live[0][1]:
+        if ptype == "label" or not live or field not in live[0][2]:
             continue
         out.append(f"# HELP {field} {help_}\n# TYPE {field} {ptype}\n")
-        for base, values in live:
+        for base, attrs, values in live:
             v = values[field]
+            a = dict(attrs)
             if field == "DCGM_FI_DEV_XID_ERRORS":
                 code = int(v)
-                out.append(f'{field}{{{base},err_code="{code}",err_msg="{_esc(dcgm_xid.message(code))}"}} {_fmt(v)}\n')
-            else:
-                out.append(f"{field}{{{base}}} {_fmt(v)}\n")
+                a.update(err_code=str(code), err_msg=dcgm_xid.message(code))
+            a_s = "".join(f',{k}="{_esc(a[k])}"' for k in sorted(a))
+            out.append(f"{field}{{{base}{a_s}}} {_fmt(v)}\n")
     return "".join(out)
 
 
@@ -274,7 +351,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def write_nodes(lab_state: Path, nodes: Mapping[str, Mapping[str, Any]]) -> bool:
-    """Set the nodes the exporter serves: name -> {profile, driver_version}. Returns whether anything changed."""
+    """Set the nodes the exporter serves: name -> {profile, driver_version, holders (optional: assign_gpus)}.
+    Returns whether anything changed."""
     path = state_dir(lab_state) / NODES_FILE
     if _read_json(path) == dict(nodes):
         return False
@@ -453,7 +531,8 @@ def serve(port: int, directory: Path, host: str = "127.0.0.1") -> None:
                 self._send(503, "exporter down (injected fault)\n")
                 return
             driver = str(files.nodes[node].get("driver_version") or "")
-            self._send(200, render(node, gpus, files.collectors, node_faults, driver, started=started))
+            holders = files.nodes[node].get("holders") or {}
+            self._send(200, render(node, gpus, files.collectors, node_faults, driver, started=started, holders=holders))
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True

@@ -24,11 +24,16 @@ Prometheus object selects, below) and writes what the operator would generate:
   ``serviceMonitorNamespaceSelector``, ``ruleSelector`` and ``ruleNamespaceSelector`` select, read as the operator
   reads them (select_for_prometheus); without one, every one in every namespace.
 
+node_exporter (node_exporter.py): the real node_exporter, only its infiniband collector, one per node with RDMA
+devices in its hardware profile, reading a generated sysfs tree whose counters advance; scraped by the static job
+``node-exporter`` (instance = node name). sync() starts and stops them and advances their counters.
+
 Prometheus watches the target files; a changed job list or rules file is applied with ``POST /-/reload``. sync()
-also tells the exporter which nodes it serves (the nodes running a dcgm-exporter pod, with their hardware profile and
-driver version) and its collectors (the ClusterPolicy's ``dcgmExporter.config`` ConfigMap, key ``dcgm-metrics.csv``,
-else the GPU Operator's default). The ``monitoring-sync`` process runs sync() every SYNC_INTERVAL seconds; tests and
-``python -m gpuops_lab monitoring sync`` run it at once.
+also tells the exporter which nodes it serves (the nodes running a dcgm-exporter pod, with their hardware profile,
+driver version and which pod holds which GPU: dcgm.assign_gpus over the node's Running pods) and its collectors
+(the ClusterPolicy's ``dcgmExporter.config`` ConfigMap, key ``dcgm-metrics.csv``, else the GPU Operator's default).
+The ``monitoring-sync`` process runs sync() every SYNC_INTERVAL seconds; tests and ``python -m gpuops_lab
+monitoring sync`` run it at once.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from typing import Any
 
 import yaml
 
-from . import dcgm
+from . import dcgm, node_exporter
 from .config import HACK, LabConfig
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
@@ -85,9 +90,12 @@ def port(cfg: LabConfig, name: str) -> int:
 
 
 def binary(cfg: LabConfig, name: str) -> Path:
-    """prometheus, promtool, kube-state-metrics: built by hack/cluster/build.sh, versions in versions.env."""
+    """prometheus, promtool, kube-state-metrics, node_exporter: built by hack/cluster/build.sh, versions in
+    versions.env."""
     if name == "kube-state-metrics":
         return cfg.cache / "bin" / f"kube-state-metrics-v{cfg.versions['KUBE_STATE_METRICS_VERSION']}" / name
+    if name == "node_exporter":
+        return cfg.cache / "bin" / f"node_exporter-v{cfg.versions['NODE_EXPORTER_VERSION']}" / name
     return cfg.binary(name)
 
 
@@ -355,6 +363,10 @@ def static_jobs(cfg: LabConfig, with_ksm: bool = True) -> list[dict[str, Any]]:
                 "static_configs": [{"targets": [f"127.0.0.1:{port(cfg, 'kube-state-metrics')}"]}],
             }
         )
+    # the node_exporters (node_exporter.py): their targets, one per RDMA node, in a file sync() rewrites
+    targets = mon_dir(cfg) / node_exporter.TARGETS_FILE
+    sd = [{"files": [str(targets)], "refresh_interval": "5s"}]
+    out.append({"job_name": node_exporter.JOB, "file_sd_configs": sd})
     return out
 
 
@@ -448,7 +460,27 @@ def sync(cfg: LabConfig, api_client: Any | None = None, reload: bool = True) -> 
         if not prof:
             continue
         served[node] = {"profile": prof, "driver_version": nlabels.get(GFD_DRIVER_LABEL) or _host_driver(prof)}
+    for node, info in served.items():
+        try:
+            n_gpus = len(dcgm.gpus_of(node, _profile(info["profile"])))
+        except LabError:
+            continue
+        alloc = str(((nodes[node].get("status") or {}).get("allocatable") or {}).get(dcgm.GPU_RESOURCE) or "0")
+        replicas = max(1, int(alloc) // n_gpus) if n_gpus and alloc.isdigit() else 1
+        holders = dcgm.assign_gpus(node, pods, n_gpus, replicas)
+        if holders:
+            info["holders"] = holders
     dcgm.write_nodes(cfg.state, served)
+    # node_exporter on every node whose hardware profile has RDMA devices
+    rdma = {}
+    for name, n in nodes.items():
+        prof = (n["metadata"].get("labels") or {}).get("gpuops.io/hardware-profile")
+        if prof:
+            try:
+                rdma[name] = node_exporter.rdma_devices(_profile(prof))
+            except LabError:
+                continue
+    _ne_nodes, ne_skipped = node_exporter.reconcile(cfg, binary(cfg, "node_exporter"), rdma)
     dcgm.write_collectors(cfg.state, _collectors_csv(api_client, core))
 
     base = f"127.0.0.1:{port(cfg, 'dcgm-exporter')}"
@@ -460,6 +492,7 @@ def sync(cfg: LabConfig, api_client: Any | None = None, reload: bool = True) -> 
         return base, f"/node/{node}{path}"
 
     jobs, skipped = scrape_jobs(sms, services, endpoints, pods, namespaces, address_for)
+    skipped += ne_skipped
     rules = rule_files(prs)
     changed = write_config(cfg, jobs, rules)
     reloaded = False
@@ -471,11 +504,21 @@ def sync(cfg: LabConfig, api_client: Any | None = None, reload: bool = True) -> 
     return SyncResult({j.name: len(j.targets) for j in jobs}, sorted(rules), sorted(served), skipped, reloaded)
 
 
-def _host_driver(profile: str) -> str:
+_PROFILES: dict[str, dict[str, Any]] = {}
+
+
+def _profile(name: str) -> dict[str, Any]:
+    """A hardware profile, loaded once per process (sync runs every few seconds)."""
     from . import profiles
 
+    if name not in _PROFILES:
+        _PROFILES[name] = profiles.load(name)
+    return _PROFILES[name]
+
+
+def _host_driver(profile: str) -> str:
     try:
-        return str(profiles.load(profile)["host"].get("nvidia_driver") or "")
+        return str(_profile(profile)["host"].get("nvidia_driver") or "")
     except LabError:
         return ""
 
@@ -551,7 +594,7 @@ def ports_of(name: str) -> list[str]:
 
 
 def missing_binaries(cfg: LabConfig) -> list[str]:
-    return [b for b in ("prometheus", "kube-state-metrics") if not binary(cfg, b).is_file()]
+    return [b for b in ("prometheus", "kube-state-metrics", "node_exporter") if not binary(cfg, b).is_file()]
 
 
 def start(cfg: LabConfig, say: Callable[[str], None] = print) -> dict[str, str]:
@@ -567,8 +610,8 @@ def start(cfg: LabConfig, say: Callable[[str], None] = print) -> dict[str, str]:
     if missing:
         say(f"building {', '.join(missing)} (hack/cluster/build.sh)")
         env = {**os.environ, "GPUOPS_CACHE": str(cfg.cache)}
-        for what in ("prometheus", "kube-state-metrics"):
-            if what in missing and subprocess.call(["bash", str(BUILD_SCRIPT), what], env=env) != 0:  # noqa: S603,S607
+        for what, bname in (("prometheus",) * 2, ("kube-state-metrics",) * 2, ("node-exporter", "node_exporter")):
+            if bname in missing and subprocess.call(["bash", str(BUILD_SCRIPT), what], env=env) != 0:  # noqa: S603,S607
                 raise LabError(f"{BUILD_SCRIPT} {what} failed; see its output above")
     t0 = time.monotonic()
     sync(cfg, reload=False)
@@ -592,7 +635,8 @@ def start(cfg: LabConfig, say: Callable[[str], None] = print) -> dict[str, str]:
 
 
 def stop(cfg: LabConfig) -> list[str]:
-    return [n for n in reversed(COMPONENTS) if Proc(n, cfg.run, cfg.logs).stop()]
+    stopped = [n for n in reversed(COMPONENTS) if Proc(n, cfg.run, cfg.logs).stop()]
+    return stopped + node_exporter.stop_all(cfg)
 
 
 def status(cfg: LabConfig) -> dict[str, int | None]:

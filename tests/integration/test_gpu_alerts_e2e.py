@@ -7,22 +7,35 @@ Healthy GPUs fire nothing; an XID 79 injected on one GPU fires GPUXidFallenOffBu
 the rule's `for` plus a scrape and an evaluation interval; cleared (the GPU reset), the alert resolves. The exporter
 reports one DCGM_FI_DEV_GPU_UTIL series per GPU of the nodes' hardware profiles.
 
-The test runs its own ClusterPolicy simulator instance (like test_gpu_cluster_status_lab.py), so that other tests'
-ClusterPolicies do not matter, and starts the lab's monitoring (stopped again afterwards if it started it)."""
+Every dashboard panel (module_utils/_dashboards.py panels()) is parsed by the real Prometheus and returns data: a pod
+holding two GPUs on a DGX node (kwok runs it; the simulated exporter attributes the GPUs to it, so the per-pod
+panels see exported_pod/exported_namespace), one of them idle (a gpu_util=0 fault from before the pod starts, for the
+"held but idle" panel), an XID on another GPU (a firing alert, a last XID > 0), and the real node_exporter's
+infiniband collector on the DGX and L40S nodes' generated sysfs (the RDMA panels). NO_DATA_IN_LAB names the panels
+that cannot return data in the lab, with the reason; it is empty.
+
+The module runs its own ClusterPolicy simulator instance (like test_gpu_cluster_status_lab.py), so that other tests'
+ClusterPolicies do not matter, and starts the lab's monitoring once for both tests (the `gpu_monitoring` fixture;
+stopped again afterwards if it started it)."""
 
 from __future__ import annotations
 
 import sys
 import time
+import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from gpuops_lab import dcgm, monitoring, profiles
+from gpuops_lab import nodes as lab_nodes
 from gpuops_lab.k8s import ensure_crd, wait_for
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
+from ansible_collections.gpuops.platform.plugins.module_utils import _dashboards as dash  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga  # noqa: E402
 
 CP_CRD = REPO / "tests/fixtures/charts/gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml"
@@ -31,6 +44,9 @@ XID_FOR = 5.0
 THRESHOLDS = {"xid_for": "5s", "row_remap_failure_for": "5s"}
 # a scrape (5 s) and an evaluation (5 s) before the `for` starts, one evaluation after it, and slack for 2 cores
 FIRE_WITHIN = XID_FOR + 5 + 5 + 5 + 10
+# Dashboard panels (title) that cannot return data in the lab, each with the reason. Empty: every panel has data.
+NO_DATA_IN_LAB: dict[str, str] = {}
+KWOK_TOLERATIONS = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def _ours(alert: dict, nodes: list[str]) -> bool:
@@ -38,29 +54,44 @@ def _ours(alert: dict, nodes: list[str]) -> bool:
     return labels.get("Hostname") in nodes or labels.get("node") in nodes
 
 
-def test_xid79_fires_gpu_xid_fallen_off_bus_for_that_gpu(cluster, core, namespace, add_nodes):
+@pytest.fixture(scope="module")
+def gpu_monitoring(cluster):
+    """Two DGX H100 nodes and one PCIe L40S node with the simulated GPU Operator (its dcgm-exporter ServiceMonitor),
+    the collection's GPU alert rules, and the lab's monitoring scraping them (started here unless it runs)."""
     from gpuops_lab.simulator.framework import RealClient, Simulator
     from gpuops_lab.simulator.handlers.nvidia import INSTANCE_LABEL, ClusterPolicyHandler
 
     cfg = cluster.cfg
+    core = client.CoreV1Api(cluster.api_client)
     t_start = time.monotonic()
     for crd in (CP_CRD, *sorted(PROM_CRDS.glob("*.yaml"))):
         ensure_crd(cluster.api_client, crd)
-    nodes = add_nodes("dgx-h100", 2) + add_nodes("pcie-l40s", 1)
-    for name in nodes:
-        core.patch_node(name, {"metadata": {"labels": {INSTANCE_LABEL: namespace}}})
-    expected_gpus = sum(
-        len(dcgm.gpus_of(n, profiles.load(core.read_node(n).metadata.labels[profiles.PROFILE_LABEL]))) for n in nodes
-    )
-    assert expected_gpus == 8 + 8 + 4
-
-    handler = ClusterPolicyHandler(instance=namespace, operator_namespace=namespace)
-    sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), [handler], resync_period=2.0, watch_timeout=30)
-    sim.start()
+    namespace = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    made: list[str] = []
+    sim = None
     custom = client.CustomObjectsApi(cluster.api_client)
     policy = f"{namespace}-policy"
     started_monitoring = not all(monitoring.status(cfg).values())
     try:
+        cluster.lab.wait_namespace_sa(namespace)
+        for profile, count in (("dgx-h100", 2), ("pcie-l40s", 1)):
+            made += lab_nodes.add(core, profile, count, prefix=f"t{uuid.uuid4().hex[:6]}-{profile}")
+        nodes = list(made)
+        assert wait_for(lambda: all(lab_nodes.labelled(core.read_node(n)) for n in nodes), 90), (
+            f"nfd-master did not label {nodes} within 90s"
+        )
+        for name in nodes:
+            core.patch_node(name, {"metadata": {"labels": {INSTANCE_LABEL: namespace}}})
+        expected_gpus = sum(
+            len(dcgm.gpus_of(n, profiles.load(core.read_node(n).metadata.labels[profiles.PROFILE_LABEL])))
+            for n in nodes
+        )
+        assert expected_gpus == 8 + 8 + 4
+
+        handler = ClusterPolicyHandler(instance=namespace, operator_namespace=namespace)
+        sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), [handler], resync_period=2.0, watch_timeout=30)
+        sim.start()
         assert sim.wait_ready(30), "simulator watches not established within 30s"
         custom.create_cluster_custom_object(
             "nvidia.com",
@@ -94,7 +125,30 @@ def test_xid79_fires_gpu_xid_fallen_off_bus_for_that_gpu(cluster, core, namespac
         assert res, f"no {len(nodes)} targets for {job}: {monitoring.sync(cfg, cluster.api_client)}"
         assert f"{namespace}-gpuops-gpu-alerts.yaml" in res.rules
         assert set(nodes) <= set(res.exporter_nodes)
+        print(f"e2e monitoring setup: {time.monotonic() - t_start:.1f}s", file=sys.stderr)
+        yield SimpleNamespace(cfg=cfg, core=core, namespace=namespace, nodes=nodes, expected_gpus=expected_gpus)
+    finally:
+        for n in made:
+            dcgm.clear(cfg.state, n)
+        try:
+            custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        wait_for(lambda: not client.AppsV1Api(cluster.api_client).list_namespaced_daemon_set(namespace).items, 30)
+        if sim is not None:
+            sim.stop()
+        if started_monitoring:
+            monitoring.stop(cfg)
+        lab_nodes.remove(core, made)
+        core.delete_namespace(namespace)
 
+
+def test_xid79_fires_gpu_xid_fallen_off_bus_for_that_gpu(gpu_monitoring):
+    cfg, namespace, nodes = gpu_monitoring.cfg, gpu_monitoring.namespace, gpu_monitoring.nodes
+    expected_gpus = gpu_monitoring.expected_gpus
+    t_start = time.monotonic()
+    try:
         hosts = "|".join(nodes)
         util = f'DCGM_FI_DEV_GPU_UTIL{{Hostname=~"{hosts}",job="nvidia-dcgm-exporter",namespace="{namespace}"}}'
 
@@ -149,12 +203,80 @@ def test_xid79_fires_gpu_xid_fallen_off_bus_for_that_gpu(cluster, core, namespac
         print(f"e2e alert test: {time.monotonic() - t_start:.1f}s", file=sys.stderr)
     finally:
         dcgm.clear(cfg.state, nodes[0])
+
+
+def _pod_with_gpus(name: str, node: str, gpus: int) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "tolerations": KWOK_TOLERATIONS,
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "registry.invalid/train:1",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+def test_every_dashboard_panel_returns_data(gpu_monitoring):
+    """Every panel query of the collection's dashboards, run by the lab's Prometheus, returns at least one sample
+    (save the panels NO_DATA_IN_LAB names, with their reason)."""
+    cfg, core, namespace, nodes = (
+        gpu_monitoring.cfg,
+        gpu_monitoring.core,
+        gpu_monitoring.namespace,
+        gpu_monitoring.nodes,
+    )
+    t0 = time.monotonic()
+    node = nodes[1]  # a DGX H100 (nodes[0] is the XID test's)
+    # before the pod holds them: GPU 0 idle (the "held but idle" panel), an XID on GPU 7 (a firing alert, last XID)
+    dcgm.inject(cfg.state, node, 0, {"gpu_util": 0})
+    dcgm.inject(cfg.state, node, 7, dcgm.PRESETS["xid79"])
+    pod = "trainer-0"
+    try:
+        assert wait_for(
+            lambda: int((core.read_node(node).status.allocatable or {}).get("nvidia.com/gpu", "0")) == 8, 30, 0.5
+        ), "the simulated device plugin did not advertise 8 GPUs"
+        core.create_namespaced_pod(namespace, _pod_with_gpus(pod, node, 2))
+        assert wait_for(lambda: core.read_namespaced_pod(pod, namespace).status.phase == "Running", 30, 0.5)
+        res = monitoring.sync(cfg, core.api_client)  # at once, not at the sync loop's next round
+        assert node in res.exporter_nodes
+        held = f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",exported_namespace="{namespace}",exported_pod="{pod}"}}'
+        got = wait_for(lambda: monitoring.query(cfg, held), 20, 0.5)
+        assert got, f"no series of {node}'s GPUs attributed to {namespace}/{pod}"
+        # the rule: the only GPU pod on the node, asking for 2, holds GPUs 0 and 1 (lowest free indices)
+        assert sorted(r["metric"]["gpu"] for r in got) == ["0", "1"], got
+        assert {r["metric"]["exported_container"] for r in got} == {"train"}
+        assert {r["metric"]["container"] for r in got} == {"nvidia-dcgm-exporter"}  # the exporter's own target label
+
+        panels = dash.panels()
+        assert len(panels) >= 20 and not set(NO_DATA_IN_LAB) - {p["title"] for p in panels}
+
+        def empty() -> list[str]:
+            return [
+                p["title"] for p in panels if p["title"] not in NO_DATA_IN_LAB and not monitoring.query(cfg, p["expr"])
+            ]
+
+        # the XID alert fires after its `for` (5 s) plus a scrape and an evaluation; rate() needs two scrapes
+        wait_for(lambda: not empty(), FIRE_WITHIN, 1.0)
+        missing = empty()
+        assert missing == [], f"dashboard panels without data in the lab: {missing}"
+        rdma = monitoring.query(cfg, 'node_infiniband_port_data_transmitted_bytes_total{job="node-exporter"}')
+        assert {r["metric"]["instance"] for r in rdma} >= set(nodes), rdma
+        assert {r["metric"]["device"] for r in rdma if r["metric"]["instance"] == node} == {
+            f"mlx5_{i}" for i in range(8)
+        }
+        print(f"e2e dashboard panels: {len(panels)} with data after {time.monotonic() - t0:.1f}s", file=sys.stderr)
+    finally:
+        dcgm.clear(cfg.state, node)
         try:
-            custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
+            core.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
-        wait_for(lambda: not client.AppsV1Api(cluster.api_client).list_namespaced_daemon_set(namespace).items, 30)
-        sim.stop()
-        if started_monitoring:
-            monitoring.stop(cfg)

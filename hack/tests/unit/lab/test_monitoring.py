@@ -1,13 +1,13 @@
 """The lab's monitoring without a cluster: the simulated dcgm-exporter's text (dcgm-exporter 4.5.3-4.8.2 labels, HELP
 and TYPE, XID texts, faults), the fault file, the ServiceMonitor -> scrape job mapping that stands in for the
 Prometheus Operator (target labels, jobLabel, namespaceSelector, honorLabels, relabelings, what is skipped), a
-Prometheus object's selectors, the rules files, the ports and argv, and the simulated GPU Operator's exporter Service
-and ServiceMonitor."""
+Prometheus object's selectors, the rules files, the ports and argv, the simulated GPU Operator's exporter Service
+and ServiceMonitor, the pods' GPUs (pod attribution) and the node_exporter's generated sysfs trees."""
 
 from __future__ import annotations
 
 import pytest
-from gpuops_lab import dcgm, monitoring, profiles
+from gpuops_lab import dcgm, monitoring, node_exporter, profiles
 from gpuops_lab.config import LabConfig
 from gpuops_lab.errors import LabError
 from gpuops_lab.simulator.handlers import nvidia
@@ -89,6 +89,99 @@ def test_growing_counters_and_optional_collectors():
     assert [x for x in lines if x.startswith("DCGM_FI_DEV_NVLINK_CRC_FLIT") and 'gpu="0"' in x][0].endswith(" 20")
     assert [x for x in lines if x.startswith("DCGM_FI_DEV_PCIE_REPLAY_COUNTER{") and 'gpu="0"' in x][0].endswith(" 30")
     assert [x for x in lines if x.startswith("DCGM_FI_DEV_CLOCKS_EVENT_REASONS{") and 'gpu="1"' in x][0].endswith(" 0")
+
+
+def _gpu_pod(name, node="n1", gpus=(1,), phase="Running", created="2026-01-01T00:00:00Z", ns="ml"):
+    return {
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": f"c{i}", "resources": {"limits": {"nvidia.com/gpu": str(n)}} if n else {}}
+                for i, n in enumerate(gpus)
+            ],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def test_assign_gpus_first_fit_in_a_stable_order():
+    pods = [
+        _gpu_pod("late", gpus=(2,), created="2026-01-01T00:00:09Z"),
+        _gpu_pod("early", gpus=(1, 0, 2), created="2026-01-01T00:00:01Z"),  # a container without GPUs holds none
+        _gpu_pod("pending", gpus=(1,), phase="Pending"),
+        _gpu_pod("elsewhere", node="n2"),
+        _gpu_pod("too-big", gpus=(4,), created="2026-01-01T00:00:10Z"),  # 3 GPUs left: the kubelet refuses it
+        _gpu_pod("fits", gpus=(3,), created="2026-01-01T00:00:11Z"),
+    ]
+    got = dcgm.assign_gpus("n1", pods, 8)
+    who = {i: (h["pod"], h["container"]) for i, h in got.items()}
+    assert who == {
+        "0": ("early", "c0"),
+        "1": ("early", "c2"),
+        "2": ("early", "c2"),
+        "3": ("late", "c0"),
+        "4": ("late", "c0"),
+        "5": ("fits", "c0"),
+        "6": ("fits", "c0"),
+        "7": ("fits", "c0"),
+    }
+    assert got["0"] == {"container": "c0", "namespace": "ml", "pod": "early"}
+    assert dcgm.assign_gpus("n1", list(reversed(pods)), 8) == got  # the order is the pods', not the list's
+    assert dcgm.assign_gpus("n1", [], 8) == {} and dcgm.assign_gpus("n1", pods, 0) == {}
+
+
+def test_assign_gpus_with_replicas_spreads_then_last_wins():
+    # time-slicing, 2 GPUs x 2 replicas: the least-used GPU first; a shared GPU goes to the last pod given it
+    pods = [_gpu_pod(f"p{i}", created=f"2026-01-01T00:00:0{i}Z") for i in range(4)]
+    got = dcgm.assign_gpus("n1", pods, 2, replicas=2)
+    assert {i: h["pod"] for i, h in got.items()} == {"0": "p2", "1": "p3"}
+    # a pod asking for 2 replicas gets one on each GPU
+    got = dcgm.assign_gpus("n1", [_gpu_pod("two", gpus=(2,))], 2, replicas=4)
+    assert set(got) == {"0", "1"}
+
+
+def test_render_adds_the_holders_attributes_to_every_series_of_its_gpus():
+    gpus = dcgm.gpus_of("dgx-0", profiles.load("dgx-h100"))
+    cols = dcgm.parse_collectors(dcgm.DEFAULT_COLLECTORS)
+    holders = {"2": {"container": "train", "namespace": "ml", "pod": "job-0"}}
+    text = dcgm.render("dgx-0", gpus, cols, {}, "580.126.20", now=1000.0, started=900.0, holders=holders)
+    lines = [x for x in text.splitlines() if not x.startswith("#")]
+    held = [x for x in lines if 'gpu="2"' in x]
+    assert len(held) == len(cols) - 1  # every counter (not the label field) of GPU 2
+    assert all('container="train",' in x and 'namespace="ml",pod="job-0"}' in x for x in held)
+    assert not any("pod=" in x for x in lines if 'gpu="2"' not in x)  # a GPU nobody holds: no attributes
+    xid = [x for x in held if x.startswith("DCGM_FI_DEV_XID_ERRORS{")][0]
+    # attributes in key order, as dcgm-exporter's template ranges over its Attributes map
+    assert xid.endswith(
+        'DCGM_FI_DRIVER_VERSION="580.126.20",container="train",err_code="0",err_msg="No Error",namespace="ml",'
+        'pod="job-0"} 0'
+    )
+
+
+def test_rdma_devices_and_the_node_exporters_sysfs(tmp_path):
+    dgx = node_exporter.rdma_devices(profiles.load("dgx-h100"))
+    assert [d["name"] for d in dgx] == [f"mlx5_{i}" for i in range(8)]
+    assert {(d["link_layer"], d["hca"]) for d in dgx} == {("InfiniBand", "MT4129")}
+    l40s = node_exporter.rdma_devices(profiles.load("pcie-l40s"))
+    assert [(d["name"], d["link_layer"]) for d in l40s] == [("mlx5_0", "Ethernet"), ("mlx5_1", "Ethernet")]
+    assert node_exporter.rdma_devices(profiles.load("cpu-only")) == []  # an Intel NIC: no mlx5_ib
+    root = node_exporter.write_tree(tmp_path / "n1", "n1", dgx, now=1000.0)
+    port = root / "class" / "infiniband" / "mlx5_3" / "ports" / "1"
+    for f in ("link_layer", "state", "phys_state", "rate"):  # what procfs needs besides fw_ver
+        assert (port / f).is_file(), f
+    assert (root / "class" / "infiniband" / "mlx5_3" / "fw_ver").is_file()
+    assert (port / "counters" / "port_xmit_data").read_text() == "0\n"
+    node_exporter.write_tree(tmp_path / "n1", "n1", dgx, now=1010.0)
+    words = int((port / "counters" / "port_xmit_data").read_text())
+    assert 1e9 * 10 <= words * 4 <= 6e9 * 10  # 1-6 GB/s, in 4-octet words
+    assert not [p.name for p in (port / "counters").iterdir() if p.name.startswith(".")]
+    argv = node_exporter.argv(tmp_path / "node_exporter", root, 30000)
+    assert "--collector.disable-defaults" in argv and "--collector.infiniband" in argv
+    assert f"--path.sysfs={root}" in argv and "--web.listen-address=127.0.0.1:30000" in argv
+    assert node_exporter.targets({"n1": 30000}) == [
+        {"targets": ["127.0.0.1:30000"], "labels": {"instance": "n1", "node": "n1"}}
+    ]
 
 
 def test_xid_texts_follow_upstream():
@@ -291,9 +384,11 @@ def test_rules_files_and_prometheus_config(tmp_path):
     assert [j["job_name"] for j in conf["scrape_configs"]] == [
         "prometheus",
         "kube-state-metrics",
+        "node-exporter",
         "serviceMonitor/a/b/0",
     ]
-    assert conf["scrape_configs"][2]["file_sd_configs"][0]["files"] == [str(d / "sd" / "serviceMonitor_a_b_0.json")]
+    assert conf["scrape_configs"][2]["file_sd_configs"][0]["files"] == [str(d / "node-exporter-targets.json")]
+    assert conf["scrape_configs"][3]["file_sd_configs"][0]["files"] == [str(d / "sd" / "serviceMonitor_a_b_0.json")]
     assert (d / "rules" / "mon-gpu.yaml").is_file()
     assert monitoring.write_config(cfg, [job], rules) is False  # unchanged: no reload
     assert monitoring.write_config(cfg, [job], {}) is True  # a rules file went away
