@@ -14,7 +14,7 @@ COLL_LINK := $(REPO)/.state/collections/ansible_collections/gpuops/platform
 .PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench ee clean
 
 help:
-	@echo "make demo   - build/reuse the local control plane, start it, run site.yml, print node readiness"
+	@echo "make demo   - build/reuse the local control plane, start it (and its Prometheus), run site.yml, print node readiness"
 	@echo "make test   - lint, sanity, unit, integration and molecule tests (starts the lab as needed)"
 	@echo "make down   - stop every lab process and remove all lab state"
 	@echo "make up | status | bench | build | venv | ee (AWX execution environment build context)"
@@ -54,6 +54,7 @@ down:
 	@if [ -x $(PY) ]; then $(LAB) down; else echo "no virtualenv; nothing started"; fi
 
 demo: up
+	$(LAB) monitoring up
 	ansible-playbook site.yml -i inventories/local
 	$(LAB) table --wait 60
 	ansible-playbook hack/demo/sample_jobs.yml -i inventories/local

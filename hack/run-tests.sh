@@ -71,6 +71,26 @@ lab_down() { [ $was_up -eq 1 ] || lab down; }
 
 do_integration() { pytest_strict tests/integration hack/tests/integration -q -p no:cacheprovider --durations=25; }
 
+# `all` splits the integration tests in two, each half on its own lab: these files run on lab "d" (then some
+# molecule scenarios there), every other file on the default lab. Balanced by the fresh-clone run's durations
+# (benchmarks/README.md).
+INTEGRATION_D=(tests/integration/test_kueue_admission.py tests/integration/test_kueue_diagnosis.py
+  tests/integration/test_sriov_bundled_source.py tests/integration/test_uninstall.py
+  tests/integration/test_volcano_scheduling.py tests/integration/test_gpu_alerts_e2e.py
+  tests/integration/test_network_operator_guards.py tests/integration/test_network_status_lab.py
+  hack/tests/integration/test_kueue_lab.py)
+integration_files() { # integration_files a|d: the files of that half
+  local f
+  for f in tests/integration/test_*.py hack/tests/integration/test_*.py; do
+    if [[ " ${INTEGRATION_D[*]} " == *" $f "* ]]; then [ "$1" = d ] && echo "$f"; else [ "$1" = a ] && echo "$f"; fi
+  done
+}
+do_integration_half() { # do_integration_half a|d
+  local files
+  mapfile -t files < <(integration_files "$1")
+  pytest_strict "${files[@]}" -q -p no:cacheprovider --durations=15
+}
+
 do_molecule() { # every scenario, one after the other (`make molecule`)
   local s all=()
   for s in molecule/*/molecule.yml; do all+=("$(basename "$(dirname "$s")")"); done
@@ -78,20 +98,23 @@ do_molecule() { # every scenario, one after the other (`make molecule`)
 }
 
 do_molecule_scenarios() { # do_molecule_scenarios SCENARIO...
-  local s rc=0
+  local s rc=0 t0
   for s in "$@"; do
+    t0=$(date +%s)
     (cd "$repo" && molecule test -s "$s") || { echo "molecule scenario $s failed"; rc=1; }
+    echo "molecule scenario $s took $(( $(date +%s) - t0 )) s"
   done
   return $rc
 }
 
-# `all` runs three streams at once, each against its own lab (most of the lab stages is waiting on the API
+# `all` runs four streams at once, each against its own lab (most of the lab stages is waiting on the API
 # server, Helm and the simulated kubelet, not CPU): the checks (lint, sanity, unit) then some molecule scenarios
-# on lab "c"; the integration tests on the default lab; the other molecule scenarios on lab "b". Each lab has
-# its own state directory and ports; the molecule configs follow GPUOPS_LAB_STATE and GPUOPS_LAB_CHART_REPO_PORT.
-lab_env() { # lab_env b|c
+# on lab "c"; half the integration tests on the default lab; the other half on lab "d", then some molecule
+# scenarios there; the other molecule scenarios on lab "b". Each lab has its own state directory and ports; the
+# molecule configs follow GPUOPS_LAB_STATE and GPUOPS_LAB_CHART_REPO_PORT.
+lab_env() { # lab_env b|c|d
   local base
-  case $1 in b) base=1000 ;; c) base=4000 ;; esac
+  case $1 in b) base=1000 ;; c) base=4000 ;; d) base=7000 ;; esac
   export GPUOPS_LAB_STATE="$repo/.state/lab-$1" GPUOPS_LAB_ETCD_PORT=$((23790 + base)) \
     GPUOPS_LAB_ETCD_PEER_PORT=$((23800 + base)) GPUOPS_LAB_APISERVER_PORT=$((16443 + base)) \
     GPUOPS_LAB_KCM_PORT=$((20257 + base)) GPUOPS_LAB_SCHEDULER_PORT=$((20259 + base)) \
@@ -109,13 +132,17 @@ molecule_on() { # molecule_on b|c SCENARIO...: a lab of its own, up, the scenari
   )
 }
 
-# Lab "c" takes these after the checks; lab "b" every other scenario (a new scenario lands there).
-MOLECULE_C=(amd_gpu_operator gpuops network_operator site volcano)
-molecule_scenarios() { # molecule_scenarios b|c: the scenarios of that lab that exist
+# Lab "c" takes these after the checks, lab "d" these after its half of the integration tests; lab "b" every other
+# scenario (a new scenario lands there).
+MOLECULE_C=(amd_gpu_operator gpuops network_operator site)
+MOLECULE_D=(kai_scheduler kueue volcano smoke_tests)
+molecule_scenarios() { # molecule_scenarios b|c|d: the scenarios of that lab that exist
   local s
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
-    if [[ " ${MOLECULE_C[*]} " == *" $s "* ]]; then [ "$1" = c ] && echo "$s"; else [ "$1" = b ] && echo "$s"; fi
+    if [[ " ${MOLECULE_C[*]} " == *" $s "* ]]; then [ "$1" = c ] && echo "$s"
+    elif [[ " ${MOLECULE_D[*]} " == *" $s "* ]]; then [ "$1" = d ] && echo "$s"
+    else [ "$1" = b ] && echo "$s"; fi
   done
 }
 
@@ -137,16 +164,32 @@ stream_checks() {
   mapfile -t c < <(molecule_scenarios c)
   timed molecule-c molecule_on c "${c[@]}"
 }
-stream_integration() { timed lab-up lab_up && timed integration do_integration; timed lab-down lab_down; }
+stream_integration() { timed lab-up lab_up && timed integration do_integration_half a; timed lab-down lab_down; }
+stream_integration_d() { # the other half of the integration tests on lab "d", then its molecule scenarios on a fresh lab
+  local d
+  mapfile -t d < <(molecule_scenarios d)
+  timed integration-d integration_on_d
+  timed molecule-d molecule_on d "${d[@]}"
+}
+integration_on_d() {
+  local rc
+  (
+    lab_env d
+    lab up --inventory-nodes && do_integration_half d
+    rc=$?
+    lab down >/dev/null 2>&1
+    exit $rc
+  )
+}
 stream_molecule() {
   mapfile -t b < <(molecule_scenarios b)
   timed molecule-b molecule_on b "${b[@]}"
 }
 
 run_all() { # the three streams; each stage's output is printed, in this order, as soon as it has finished
-  local names=(lint sanity unit lab-up integration lab-down molecule-b molecule-c) n shown=() rc
+  local names=(lint sanity unit lab-up integration lab-down integration-d molecule-b molecule-c molecule-d) n shown=() rc
   rm -rf .state/stages && mkdir -p .state/stages
-  stream_checks & stream_integration & stream_molecule &
+  stream_checks & stream_integration & stream_molecule & stream_integration_d &
   while :; do
     for n in "${names[@]}"; do
       [[ " ${shown[*]} " == *" $n "* ]] && continue

@@ -137,7 +137,7 @@ def gpus_of(node: str, profile: Mapping[str, Any]) -> list[Gpu]:
     for dev in profiles.accelerators(profile):
         if str(dev.get("vendor")) != NVIDIA_VENDOR:
             continue
-        for _ in range(int(dev.get("count") or 1)):
+        for _index in range(int(dev.get("count") or 1)):
             i = len(out)
             bus = BUS_NUMBERS[i] if i < len(BUS_NUMBERS) else f"{0xE0 + i:02X}"
             gid = uuid.uuid5(uuid.NAMESPACE_URL, f"gpuops-lab/{node}/gpu/{i}")
@@ -194,10 +194,10 @@ def assign_gpus(
     for pod in running:
         wants = [(c.get("name", ""), _gpu_request(c)) for c in (pod.get("spec") or {}).get("containers") or ()]
         wants = [(name, n) for name, n in wants if n]
-        if not wants or sum(n for _, n in wants) > gpu_count * replicas - sum(used):
+        if not wants or sum(n for _container, n in wants) > gpu_count * replicas - sum(used):
             continue
         for cname, n in wants:
-            for _ in range(n):
+            for _unit in range(n):
                 free = [i for i in range(gpu_count) if used[i] < replicas]
                 i = min(free, key=lambda j: (used[j], j))
                 used[i] += 1
@@ -299,7 +299,7 @@ def render(
     dcgm-exporter leaves out fields with no value. Attributes (the holder's, err_code/err_msg) follow the labels,
     in key order, as dcgm-exporter's template renders its Attributes map."""
     now = time.time() if now is None else now
-    extra = {f: "" for f, t, _ in collectors if t == "label"}
+    extra = {f: "" for f, t, _help in collectors if t == "label"}
     if "DCGM_FI_DRIVER_VERSION" in extra:
         extra["DCGM_FI_DRIVER_VERSION"] = driver_version
     extra_s = "".join(f',{k}="{_esc(v)}"' for k, v in sorted(extra.items()))

@@ -71,7 +71,7 @@ def rdma_devices(profile: Mapping[str, Any]) -> list[dict[str, str]]:
         if dev.get("role") != "nic" or str(dev.get("vendor")) != MELLANOX:
             continue
         hca = (catalog.DEVICES.get((MELLANOX, str(dev.get("device")))) or {}).get("hca") or "MT4129"
-        for _ in range(int(dev.get("count") or 1)):
+        for _index in range(int(dev.get("count") or 1)):
             i = len(out)
             out.append(
                 {

@@ -115,8 +115,11 @@ def _metacharacters(value: str) -> str:
 # --- value rules: (var, value, **options) -> findings -----------------------------------------------------
 
 
-def dns1123_label(var: str, value: Any, **_: Any) -> list[Finding]:
-    """Namespaces and object names: a DNS-1123 label (the API server rejects anything else, too late)."""
+def dns1123_label(var: str, value: Any, allow_empty: bool = False, **_: Any) -> list[Finding]:
+    """Namespaces and object names: a DNS-1123 label (the API server rejects anything else, too late); with
+    ``allow_empty``, empty means "the role's default"."""
+    if allow_empty and value in ("", None):
+        return []
     if isinstance(value, str) and len(value) <= 63 and _DNS1123_LABEL.match(value):
         return []
     why = "is longer than 63 characters" if isinstance(value, str) and len(value) > 63 else "is not a DNS-1123 label"

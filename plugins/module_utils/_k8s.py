@@ -315,6 +315,10 @@ class Reader:
             return exc.status, exc.reason, exc.body
         return resp.status, resp.reason, resp.read()
 
+    def get(self, what, path, verb="read"):
+        """Any GET under the API server as parsed JSON (for example a service proxy path); errors name ``what``."""
+        return self._get(what, path, verb=verb)
+
     def _items(self, what, path, missing_ok=False):
         got = self._get(what, path, missing_ok)
         return None if got is None else got.get("items") or []

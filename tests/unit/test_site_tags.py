@@ -44,6 +44,7 @@ def plays_that_act(tag: str) -> set[str]:
         ("sharing", {"GPU sharing per node pool", "NVIDIA GPU Operator", "GPU sharing validation"}),
         ("network", {"NVIDIA Network Operator", "SR-IOV Network Operator"}),
         ("batch", {"Batch layer - queues and quotas as code"}),
+        ("monitoring", {"Monitoring - GPU metrics, alerts and dashboards"}),
         (
             "operators",
             {

@@ -83,7 +83,7 @@ def test_growing_counters_and_optional_collectors():
         "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, counter, Total number of NVLink flow-control CRC errors.\n"
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS, gauge, Current clock event reasons\n"
     )
-    _, text = _render({"0": {"nvlink_errors_per_second": 2, "pcie_replays_per_second": 3, "since": 990.0}}, csv)
+    _gpus, text = _render({"0": {"nvlink_errors_per_second": 2, "pcie_replays_per_second": 3, "since": 990.0}}, csv)
     lines = text.splitlines()
     assert "# TYPE DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL counter" in lines
     assert [x for x in lines if x.startswith("DCGM_FI_DEV_NVLINK_CRC_FLIT") and 'gpu="0"' in x][0].endswith(" 20")

@@ -60,6 +60,7 @@ def ids(findings):
         ("non_empty_mapping", {}, False),
         ("non_empty_mapping", "a=b", False),
         ("batch_schedulers", [], True),
+        ("dns1123_label", "", False),
         ("batch_schedulers", ["kueue"], True),
         ("batch_schedulers", ["slurm"], False),
         ("batch_schedulers", ["volcano"], True),
@@ -257,3 +258,9 @@ def test_kubeconfig_content_as_a_mapping():
     good = {"clusters": [{"name": "c"}], "contexts": [{"name": "a"}], "current-context": "a"}
     assert _inputs.kubeconfig("gpuops_kubeconfig", good) == []
     assert ids(_inputs.kubeconfig("gpuops_kubeconfig", {"clusters": 3})) == ["kubeconfig-malformed"]
+
+
+def test_dns1123_label_may_allow_empty():
+    assert _inputs.dns1123_label("v", "", allow_empty=True) == []
+    assert _inputs.dns1123_label("v", None, allow_empty=True) == []
+    assert [f["id"] for f in _inputs.dns1123_label("v", "Bad_Name", allow_empty=True)] == ["name-invalid"]

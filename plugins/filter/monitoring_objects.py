@@ -1,0 +1,77 @@
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: monitoring_objects
+short_description: What the monitoring role applies (ServiceMonitors, PrometheusRule, dashboards) and its findings
+version_added: 0.4.0
+author: gpuops.platform maintainers
+description:
+  - The monitoring role's rules (the collection's private module_utils C(_monitoring), C(_gpu_alerts) and
+    C(_dashboards)) - from the role's variables and what it read from the cluster, the objects to apply, labelled as
+    the Prometheus object's selectors want them, and the findings (no Prometheus to attach to, a selector no label set
+    satisfies or a null one, the role's namespace outside the Prometheus's namespace selectors, bad alert thresholds,
+    the GPU Operator's own ServiceMonitor scraping the exporter a second time).
+positional: prometheuses, namespace_labels, cluster_policy
+options:
+  _input:
+    description: The role's variables (C(monitoring_*)).
+    type: dict
+    required: true
+  prometheuses:
+    description:
+      - The Prometheus objects (C(monitoring.coreos.com/v1)) of the namespace the role attaches in. install - the
+        chart's (predicted from the chart values while the release does not exist); attach - the one named
+        C(monitoring_prometheus_name), or the only one.
+    type: list
+    elements: dict
+    default: []
+  namespace_labels:
+    description: The labels of the role's namespace (C(monitoring_namespace)); empty when it does not exist yet.
+    type: dict
+    default: {}
+  cluster_policy:
+    description: The GPU Operator's ClusterPolicy, when there is one.
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: Build what the role applies
+  ansible.builtin.set_fact:
+    _built: "{{ _variables | gpuops.platform.monitoring_objects(_prometheuses, _ns_labels, _cluster_policy) }}"
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(objects) (ServiceMonitors, the PrometheusRule and the dashboard ConfigMaps, owner-labelled), C(labels) (the
+      labels the ServiceMonitors and the rule carry, by C(servicemonitor)/C(rule)), C(findings), C(owner_selector),
+      C(exporter_job), C(up_query) and C(gpu_series_query) (the health check's queries), C(chart_values) (install),
+      C(prometheus) (the name and namespace of the Prometheus attached to), C(wait_objects) (install).
+  type: dict
+"""
+
+from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+
+from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring  # noqa: E402
+
+
+def monitoring_objects(variables, prometheuses=None, namespace_labels=None, cluster_policy=None):
+    if not isinstance(variables, Mapping):
+        raise AnsibleFilterError("monitoring_objects expects the role's variables as a dict")
+    prometheuses = prometheuses or []
+    if not isinstance(prometheuses, list) or not all(isinstance(p, Mapping) for p in prometheuses):
+        raise AnsibleFilterError("monitoring_objects expects prometheuses as a list of objects")
+    if cluster_policy is not None and not isinstance(cluster_policy, Mapping):
+        raise AnsibleFilterError("monitoring_objects expects cluster_policy as an object or null")
+    built = _monitoring.build(variables, prometheuses, namespace_labels or {}, cluster_policy or None)
+    return {**built, "up_query": _monitoring.UP_QUERY, "gpu_series_query": _monitoring.GPU_SERIES_QUERY}
+
+
+class FilterModule:
+    def filters(self):
+        return {"monitoring_objects": monitoring_objects}

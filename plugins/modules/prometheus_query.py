@@ -1,0 +1,248 @@
+#!/usr/bin/python
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: prometheus_query
+short_description: Run instant PromQL queries against a Prometheus, directly or through the Kubernetes API
+version_added: 0.4.0
+description:
+  - Sends each query of O(queries) to Prometheus's HTTP API (C(/api/v1/query)) and returns the instant vectors.
+    Read-only.
+  - Reaches Prometheus at O(url), or inside the cluster through the Kubernetes API server's service proxy
+    (O(service)), with the kubeconfig alone - no port-forward, no Ingress.
+  - With O(unreachable=report), a Prometheus that cannot be reached is reported (RV(reachable) false, RV(error))
+    instead of failing - for diagnosis that adds metrics when it can. A query Prometheus refuses always fails,
+    naming the query and Prometheus's error.
+author:
+  - gpuops.platform contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.platform._k8s_auth
+  - gpuops.platform._attributes
+  - gpuops.platform._attributes.info_module
+options:
+  queries:
+    description: Name to PromQL expression; each result is returned under its name.
+    type: dict
+    default: {}
+  gpu_health:
+    description:
+      - The GPU scrape health check of the monitoring role - per GPU node of O(gpu_health.nodes) (its hardware's GPU
+        count is GPU Feature Discovery's C(nvidia.com/gpu.count) label), an up dcgm-exporter target (target label
+        C(node)) and every GPU reporting (distinct C(UUID)s of C(DCGM_FI_DEV_GPU_TEMP) by C(Hostname); not
+        C(DCGM_FI_DEV_GPU_UTIL), which MIG-enabled GPUs do not report). Returned as RV(health).
+      - Asked again every O(gpu_health.interval) seconds until no node differs or O(gpu_health.timeout) has passed
+        (a ServiceMonitor just applied is scraped only after the operator's reload and one scrape interval).
+    type: dict
+    suboptions:
+      nodes:
+        description: The cluster's Node objects.
+        type: list
+        elements: dict
+        required: true
+      timeout:
+        description: Seconds to keep asking while a node differs; 0 asks once.
+        type: int
+        default: 0
+      interval:
+        description: Seconds between two rounds.
+        type: int
+        default: 5
+  url:
+    description: Prometheus's base URL, for example V(http://127.0.0.1:9090). Mutually exclusive with O(service).
+    type: str
+  service:
+    description: The Prometheus Service, reached through the API server's service proxy. Mutually exclusive with O(url).
+    type: dict
+    suboptions:
+      namespace:
+        description: The Service's namespace.
+        type: str
+        required: true
+      name:
+        description: The Service's name (kube-prometheus-stack - C(<release>-prometheus)).
+        type: str
+        required: true
+      port:
+        description: The port's name or number (kube-prometheus-stack - C(http-web)).
+        type: str
+        default: http-web
+  url_validate_certs:
+    description: Verify the TLS certificate of O(url).
+    type: bool
+    default: true
+  unreachable:
+    description: What a Prometheus that cannot be reached does - V(fail), or V(report) it in the result.
+    type: str
+    choices: [fail, report]
+    default: fail
+  timeout:
+    description: Seconds per query.
+    type: int
+    default: 30
+"""
+
+EXAMPLES = r"""
+- name: GPUs reporting per node, through the API server's service proxy
+  gpuops.platform.prometheus_query:
+    kubeconfig: "{{ gpuops_kubeconfig }}"
+    service: {namespace: monitoring, name: kube-prometheus-stack-prometheus}
+    queries:
+      gpus: count by (Hostname) (count by (Hostname, UUID) (DCGM_FI_DEV_GPU_TEMP))
+  register: _prom
+
+- name: Firing GPU alerts, if Prometheus answers
+  gpuops.platform.prometheus_query:
+    url: http://prometheus.example:9090
+    queries:
+      alerts: ALERTS{alertstate="firing", Hostname!=""}
+    unreachable: report
+  register: _alerts
+"""
+
+RETURN = r"""
+results:
+  description: 'Query name to its instant vector (C([{metric, value - [time, "value"]}])); empty when unreachable.'
+  returned: always
+  type: dict
+reachable:
+  description: Whether Prometheus answered.
+  returned: always
+  type: bool
+error:
+  description: Why Prometheus could not be reached (O(unreachable=report)).
+  returned: when not reachable
+  type: str
+via:
+  description: V(url) or V(service proxy).
+  returned: always
+  type: str
+health:
+  description:
+    - With O(gpu_health), C(rows) (per GPU node - C(node), C(gpus), C(exporter_up), C(gpu_series)) and C(findings)
+      (C(monitoring-exporter-not-scraped), C(monitoring-gpu-series-mismatch) - each with the object, evidence, cause
+      and fix), from the last round.
+  returned: when O(gpu_health) is given and Prometheus answered
+  type: dict
+"""
+
+import json  # noqa: E402 - after the documentation, as ansible-test expects
+import time  # noqa: E402
+import urllib.error  # noqa: E402
+
+from ansible.module_utils.urls import open_url  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _monitoring, _prometheus  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+
+ARGUMENT_SPEC = dict(
+    _k8s.auth_argument_spec(),
+    queries={"type": "dict", "default": {}},
+    gpu_health={
+        "type": "dict",
+        "options": {
+            "nodes": {"type": "list", "elements": "dict", "required": True},
+            "timeout": {"type": "int", "default": 0},
+            "interval": {"type": "int", "default": 5},
+        },
+    },
+    url={"type": "str"},
+    service={
+        "type": "dict",
+        "options": {
+            "namespace": {"type": "str", "required": True},
+            "name": {"type": "str", "required": True},
+            "port": {"type": "str", "default": "http-web"},
+        },
+    },
+    url_validate_certs={"type": "bool", "default": True},
+    unreachable={"type": "str", "choices": ["fail", "report"], "default": "fail"},
+    timeout={"type": "int", "default": 30},
+)
+
+
+class _Unreachable(Exception):
+    pass
+
+
+def _by_url(params, name, query):
+    url = params["url"].rstrip("/") + _prometheus.query_path(query)
+    try:
+        resp = open_url(url, timeout=params["timeout"], validate_certs=params["url_validate_certs"])
+        return _prometheus.parse(name, query, resp.getcode(), resp.read())
+    except urllib.error.HTTPError as exc:  # Prometheus answers a bad query with 400 and a JSON error
+        return _prometheus.parse(name, query, exc.code, exc.read())
+    except (urllib.error.URLError, OSError) as exc:
+        raise _Unreachable(f"Prometheus at {params['url']} cannot be reached: {exc}") from exc
+
+
+def _by_service(reader, params, name, query):
+    svc = params["service"]
+    prefix = _prometheus.proxy_prefix(svc["namespace"], svc["name"], svc["port"])
+    what = f"Prometheus service {svc['namespace']}/{svc['name']}:{svc['port']} (query {name})"
+    try:
+        doc = reader.get(what, _prometheus.query_path(query, prefix), verb="query")
+    except _k8s.ClusterAccessError as exc:
+        if exc.details.get("status") == 400:  # a bad query: Prometheus's own error is in the message
+            raise _prometheus.QueryError(f"query {name} ({query}): {exc}") from exc
+        raise _Unreachable(str(exc)) from exc
+    return _prometheus.parse(name, query, 200, json.dumps(doc))
+
+
+def _ask(reader, p, queries):
+    out = {}
+    for name, query in queries.items():
+        if p["url"]:
+            out[name] = _by_url(p, name, str(query))
+        else:
+            out[name] = _by_service(reader, p, name, str(query))
+    return out
+
+
+def _health(reader, p):
+    """The health check, asked again until no node differs or the timeout has passed."""
+    spec = p["gpu_health"]
+    expected = _monitoring.expected_gpus(spec["nodes"])
+    deadline = time.monotonic() + max(spec["timeout"], 0)
+    queries = {"up": _monitoring.UP_QUERY, "gpu_series": _monitoring.GPU_SERIES_QUERY}
+    while True:
+        got = _ask(reader, p, queries)
+        health = _monitoring.health_findings(expected, got["up"], got["gpu_series"])
+        if not health["findings"] or time.monotonic() + spec["interval"] > deadline:
+            return got, health
+        time.sleep(max(spec["interval"], 1))
+
+
+def run(ctx):
+    p = ctx.params
+    via = "url" if p["url"] else "service proxy"
+    if not p["queries"] and not p["gpu_health"]:
+        return {"failed": True, "msg": "prometheus_query: give queries, gpu_health or both", "changed": False}
+    result = {"changed": False, "via": via}
+    try:
+        reader = None if p["url"] else _k8s.new_reader(p)
+        results = _ask(reader, p, p["queries"])
+        if p["gpu_health"]:
+            got, result["health"] = _health(reader, p)
+            results.update({f"gpu_health_{k}": v for k, v in got.items()})
+    except _Unreachable as exc:
+        if p["unreachable"] == "fail":
+            return {**result, "failed": True, "msg": str(exc), "results": {}, "reachable": False}
+        return {**result, "results": {}, "reachable": False, "error": str(exc)}
+    return {**result, "results": results, "reachable": True}
+
+
+def main():
+    run_module(
+        run,
+        argument_spec=ARGUMENT_SPEC,
+        supports_check_mode=True,
+        mutually_exclusive=[("url", "service")],
+        required_one_of=[("url", "service")],
+    )
+
+
+if __name__ == "__main__":
+    main()
