@@ -13,7 +13,9 @@ description:
   - The rules of the smoke_tests role (in the collection's private module_utils C(_smoke)) - from the role's variables,
     the cluster's nodes and the sharing model each node runs, the test pods requested as a user would request them
     (CUDA vectorAdd and C(nvidia-smi) once per GPU product, a pod per sharing model, a DRA claim pod, an nccl-tests
-    pair per product with two nodes, C(ib_write_bw) per rail resource, C(rocm-smi) per AMD product), the DRA
+    pair per product with two nodes, C(ib_write_bw) per rail resource, C(rocm-smi) per AMD product), their phases
+    (the tests of one node first, then the pairs and rails; no two tests of one phase ask a node for more of a
+    resource than it advertises - an error finding if they would), the DRA
     ResourceClaimTemplates, the headless Services of the NCCL pairs, and the findings (an image without a
     C(@sha256:) digest, a threshold that is not a number, an invalid mirror - errors; a test that cannot run - a
     warning).
@@ -48,7 +50,9 @@ _value:
   description:
     - C(namespace), C(tests) (one entry per test - C(test), C(key) (the node label and annotation key), C(pods),
       C(nodes), C(product), C(kind), C(threshold)), C(pods), C(claim_templates), C(services), C(simulated) (the
-      nodes kwok plays, whose results are C(not-measured)) and C(findings).
+      nodes kwok plays, whose results are C(not-measured)), C(phases) (in order - C(phase), C(tests), and the
+      C(pods), C(services) and C(claim_templates) the role creates for the phase and deletes after it; each test
+      also has its C(phase)) and C(findings).
   type: dict
 """
 

@@ -14,7 +14,7 @@ description:
     finished on real nodes) - each test's result (V(pass), V(fail), or V(not-measured) on a simulated node, whatever
     its pod printed), the Node objects that record it (a label per test, an annotation with the time and the detail)
     and the table.
-positional: pods, logs, final, timestamp
+positional: pods, logs, final, timestamp, phase
 options:
   _input:
     description: The plan (the value of P(gpuops.platform.smoke_plan#filter)).
@@ -37,6 +37,10 @@ options:
     description: The time written in the result annotations.
     type: str
     default: ""
+  phase:
+    description:
+      - Only the tests of this phase (C(tests[].phase) of the plan) - the wait of one phase. Unset, every test.
+    type: int
 """
 
 EXAMPLES = r"""
@@ -48,9 +52,11 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - C(done) (every pod finished, or runs on a simulated node), C(results) (per test - C(test), C(key), C(nodes),
-      C(placed_on), C(product), C(pods), C(result), C(detail), C(value), C(threshold)), C(read_logs) (the pods whose
-      logs to read), C(nodes) (the Node objects to apply) and C(table) (aligned text).
+    - C(done) (every pod finished, or runs on a simulated node), C(results) (per test - C(test), C(phase), C(key),
+      C(nodes), C(placed_on), C(product), C(pods), C(pod_records) (node, image, requests, node selector as the API
+      had them), C(result), C(detail), C(value), C(threshold)), C(read_logs) (the pods whose logs to read),
+      C(holding) (pods that exist and have not ended - they hold their node's resources), C(nodes) (the Node objects
+      to apply) and C(table) (aligned text).
   type: dict
 """
 
@@ -60,12 +66,16 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _smoke  # noqa: E402
 
 
-def smoke_results(built, pods, logs=None, final=False, timestamp=""):
+def smoke_results(built, pods, logs=None, final=False, timestamp="", phase=None):
     if not isinstance(built, Mapping) or "tests" not in built:
         raise AnsibleFilterError("smoke_results expects the plan of gpuops.platform.smoke_plan")
     if not isinstance(pods, list) or not all(isinstance(p, Mapping) for p in pods):
         raise AnsibleFilterError("smoke_results expects pods as a list of Pod objects")
-    return _smoke.results(built, pods, dict(logs or {}), bool(final), str(timestamp or ""))
+    if phase is not None and (isinstance(phase, bool) or not str(phase).isdigit()):
+        raise AnsibleFilterError("smoke_results expects phase as a phase number of the plan")
+    return _smoke.results(
+        built, pods, dict(logs or {}), bool(final), str(timestamp or ""), None if phase is None else int(phase)
+    )
 
 
 class FilterModule:

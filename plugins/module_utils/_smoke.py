@@ -11,11 +11,13 @@
   (``gpu_cluster_status`` with ``sharing: true``): the test pods, requested as a user would (a node selector on the
   product and the host, the resource the node advertises for its sharing model, a DRA ResourceClaimTemplate), and
   the findings (an image without a ``@sha256:`` digest, a threshold that is not a number - errors before any change;
-  a test that cannot run here - warnings).
+  a test that cannot run here - warnings). Each test gets a ``phase`` (:func:`assign_phases`): the role runs the
+  phases one after the other, and no two tests of one phase ask a node for more than it has (:func:`phase_findings`).
 - :func:`results` - from the plan and the live pods (and the logs of the pods that finished on real nodes): each
-  test's result (``pass``, ``fail`` or ``not-measured``), the node labels and annotations that record it, and the
-  table. A pod on a simulated node (kwok's annotation ``kwok.x-k8s.io/node: fake``) ran nothing: its result is
-  ``not-measured: simulated node`` whatever it printed - never a number.
+  test's result (``pass``, ``fail`` or ``not-measured``), the node labels and annotations that record it (with the
+  pods' placement and requests, as the pods are deleted), and the table; for one phase or for all. A pod on a
+  simulated node (kwok's annotation ``kwok.x-k8s.io/node: fake``) ran nothing: its result is ``not-measured:
+  simulated node`` whatever it printed - never a number.
 - :func:`parse` - one test's output against its threshold (nccl-tests' ``Avg bus bandwidth``, perftest's
   ``ib_write_bw`` average Gb/s, CUDA's ``Test PASSED``, ``nvidia-smi -L`` and ``rocm-smi`` GPU lines).
 """
@@ -428,7 +430,9 @@ def plan(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], model
         pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": name}]
         pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
         pods.append(pod)
-        entries.append(_entry("dra", [pod], [node["name"]], node["product"], kind="cuda", threshold=None))
+        entries.append(
+            _entry("dra", [pod], [node["name"]], node["product"], kind="cuda", threshold=None, claim_template=name)
+        )
 
     rails_wanted = list(variables.get("smoke_tests_rdma_resources") or [])
 
@@ -540,10 +544,14 @@ def plan(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], model
                 "install the GPU Operator (or the AMD GPU Operator, the Network Operator) first",
             )
         )
+    allocatable = {n["name"]: n["allocatable"] for n in view}
+    assign_phases(entries, pods, allocatable)
+    findings += phase_findings(entries, pods, allocatable)
     requests = {p["metadata"]["name"]: _requests(p) for p in pods}
     would = [
         {
             "test": e["test"],
+            "phase": e["phase"],
             "nodes": e["nodes"],
             "product": e["product"],
             "result": "would run",
@@ -558,9 +566,132 @@ def plan(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], model
         "pods": pods,
         "claim_templates": claims,
         "services": services,
+        "phases": by_phase(entries, pods, services, claims),
         "simulated": sorted(n["name"] for n in view if n["simulated"]),
         "findings": findings,
     }
+
+
+# --- phases ---------------------------------------------------------------------------------------------------
+# Tests that run at once compete for their nodes' resources: a single-GPU pod on a node of an NCCL pair would leave
+# rank 0 (all the node's GPUs) Pending - for ever on a simulated node, where nothing ends. So the tests run in
+# phases, one after the other (each phase's pods deleted, or finished, before the next starts): first the tests of
+# one node (cuda, sharing, dra, rocm_smi), then the pairs and rails (nccl, ib_write_bw). Within a phase no two
+# tests may ask a node for more of a resource than it advertises; a test that would is moved to a later phase.
+
+FIRST_PHASE = {"cuda": 1, "sharing": 1, "dra": 1, "rocm_smi": 1, "nccl": 2, "ib_write_bw": 2}
+
+
+def pod_needs(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The countable resources a pod asks of its node (requests, else limits, of its containers)."""
+    out: dict[str, int] = {}
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        res = container.get("resources") or {}
+        for key, value in (res.get("requests") or res.get("limits") or {}).items():
+            if key in ("cpu", "memory", "ephemeral-storage"):
+                continue
+            out[key] = out.get(key, 0) + _count(value)
+    return out
+
+
+def _test_needs(entry: Mapping[str, Any], pods_by_name: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Node -> resource -> amount, for one test (its pods are on its nodes, in order)."""
+    out: dict[str, dict[str, int]] = {}
+    for i, name in enumerate(entry["pods"]):
+        node = entry["nodes"][min(i, len(entry["nodes"]) - 1)]
+        for key, amount in pod_needs(pods_by_name.get(name) or {}).items():
+            per_node = out.setdefault(node, {})
+            per_node[key] = per_node.get(key, 0) + amount
+    return out
+
+
+def assign_phases(
+    entries: list[dict[str, Any]], pods: Sequence[Mapping[str, Any]], allocatable: Mapping[str, Mapping[str, int]]
+) -> None:
+    """Sets each test's ``phase`` (1, 2, ...): the test's first phase (:data:`FIRST_PHASE`), or a later one when the
+    tests already there would leave one of its nodes short of a resource it asks for. Phases are numbered without
+    gaps."""
+    by_name = {str(_meta(p).get("name")): p for p in pods}
+    used: dict[int, dict[str, dict[str, int]]] = {}
+    for entry in entries:
+        needs = _test_needs(entry, by_name)
+        phase = FIRST_PHASE.get(entry["test"].split(".", 1)[0], 1)
+        while True:
+            taken = used.get(phase, {})
+            short = any(
+                taken.get(node, {}).get(key, 0) > 0
+                and taken[node][key] + amount > (allocatable.get(node) or {}).get(key, 0)
+                for node, want in needs.items()
+                for key, amount in want.items()
+            )
+            if not short:
+                break
+            phase += 1
+        entry["phase"] = phase
+        for node, want in needs.items():
+            per_node = used.setdefault(phase, {}).setdefault(node, {})
+            for key, amount in want.items():
+                per_node[key] = per_node.get(key, 0) + amount
+    numbers = {n: i for i, n in enumerate(sorted({e["phase"] for e in entries}), start=1)}
+    for entry in entries:
+        entry["phase"] = numbers[entry["phase"]]
+
+
+def phase_findings(
+    entries: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    allocatable: Mapping[str, Mapping[str, int]],
+) -> list[Finding]:
+    """The rule: no two tests of one phase may ask a node for more of a resource than the node advertises (they would
+    compete, and one would stay Pending). An error: the run stops before any change."""
+    by_name = {str(_meta(p).get("name")): p for p in pods}
+    sums: dict[tuple[int, str, str], list[tuple[str, int]]] = {}
+    for entry in entries:
+        for node, want in _test_needs(entry, by_name).items():
+            for key, amount in want.items():
+                sums.setdefault((int(entry.get("phase") or 1), node, key), []).append((entry["test"], amount))
+    out: list[Finding] = []
+    for (phase, node, key), asks in sorted(sums.items()):
+        has = (allocatable.get(node) or {}).get(key, 0)
+        if len(asks) >= 2 and sum(a for _t, a in asks) > has:
+            out.append(
+                _finding(
+                    "smoke-phase-overcommit",
+                    "error",
+                    "Node",
+                    node,
+                    [f"phase {phase}: " + ", ".join(f"{t} {key}={a}" for t, a in asks) + f"; the node has {has}"],
+                    "tests of one phase run at once: together they ask the node for more than it advertises, and "
+                    "one would stay Pending (Insufficient " + key + ")",
+                    "put the tests in different phases (_smoke.assign_phases), or run fewer tests (smoke_tests_tests)",
+                )
+            )
+    return out
+
+
+def by_phase(
+    entries: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    services: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """Per phase, in order: its number, tests and the objects the role creates for it (and deletes after it)."""
+    out: list[dict[str, Any]] = []
+    for number in sorted({int(e["phase"]) for e in entries}):
+        mine = [e for e in entries if e["phase"] == number]
+        names = {n for e in mine for n in e["pods"]}
+        svc = {e.get("service") for e in mine}
+        tpl = {e.get("claim_template") for e in mine}
+        out.append(
+            {
+                "phase": number,
+                "tests": [e["test"] for e in mine],
+                "pods": [p for p in pods if p["metadata"]["name"] in names],
+                "services": [s for s in services if s["metadata"]["name"] in svc],
+                "claim_templates": [c for c in claims if c["metadata"]["name"] in tpl],
+            }
+        )
+    return out
 
 
 def _requests(pod: Mapping[str, Any]) -> str:
@@ -678,16 +809,28 @@ def results(
     logs: Mapping[str, str] | None = None,
     final: bool = False,
     timestamp: str = "",
+    phase: int | None = None,
 ) -> dict[str, Any]:
     """Each test's result from the live pods (``logs``: pod name -> its log, for the pods whose ``logs`` is true).
-    ``done`` is true when every pod is done; with ``final`` a pod still waiting is a failure (the timeout)."""
+    ``done`` is true when every pod is done; with ``final`` a pod still waiting is a failure (the timeout).
+    ``phase``: only the tests of that phase (the wait of one phase). ``pods`` may hold a pod more than once (what
+    each phase read): the last one counts. ``holding``: the pods that exist and have not ended - they hold their
+    node's resources until deleted."""
     by_name = {str(_meta(p).get("name")): p for p in pods}
     simulated = set(built.get("simulated") or ())
     logs = logs or {}
     rows: list[dict[str, Any]] = []
     to_read: list[str] = []
+    holding: list[str] = []
     done = True
     for entry in built.get("tests") or ():
+        if phase is not None and int(entry.get("phase") or 1) != int(phase):
+            continue
+        holding += [
+            n
+            for n in entry["pods"]
+            if n in by_name and (by_name[n].get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
         outcomes = {name: pod_outcome(by_name.get(name), simulated, final) for name in entry["pods"]}
         main = entry.get("result_pod") or entry["pods"][0]
         if outcomes[main]["done"] and "result" not in outcomes[main]:
@@ -713,11 +856,13 @@ def results(
         rows.append(
             {
                 "test": entry["test"],
+                "phase": entry.get("phase"),
                 "key": entry["key"],
                 "nodes": entry["nodes"],
                 "placed_on": placed,
                 "product": entry.get("product"),
                 "pods": entry["pods"],
+                "pod_records": [pod_record(name, by_name.get(name)) for name in entry["pods"]],
                 "result": result if row_done else "waiting",
                 "detail": detail if row_done else "",
                 "value": value,
@@ -728,15 +873,42 @@ def results(
         "done": done,
         "results": rows,
         "read_logs": sorted(set(to_read)),
+        "holding": holding,
         "nodes": node_records(rows, timestamp),
         "table": table(rows),
     }
 
 
+def pod_record(name: str, pod: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the API said of one test pod when its phase ended: the node it was bound to, its image, what it asked
+    for (requests, DRA claim templates, scheduler) and its node selector - kept in the result annotation, since the
+    pods are deleted."""
+    if not pod:
+        return {"name": name, "node": None}
+    spec = pod.get("spec") or {}
+    container = (spec.get("containers") or [{}])[0]
+    res = container.get("resources") or {}
+    out: dict[str, Any] = {
+        "name": name,
+        "node": spec.get("nodeName"),
+        "phase": (pod.get("status") or {}).get("phase"),
+        "image": container.get("image"),
+        "requests": dict(res.get("requests") or res.get("limits") or {}),
+        "selector": dict(spec.get("nodeSelector") or {}),
+    }
+    claims = [c.get("resourceClaimTemplateName") for c in spec.get("resourceClaims") or ()]
+    if claims:
+        out["claims"] = claims
+    if spec.get("schedulerName") not in (None, "default-scheduler"):
+        out["scheduler"] = spec["schedulerName"]
+    return out
+
+
 def node_records(rows: Sequence[Mapping[str, Any]], timestamp: str) -> list[Obj]:
     """Per node, the Node object to apply (server-side, field manager ``gpuops-smoke-tests``): a label per test
     (``gpuops.platform/smoke.<test>: pass|fail|not-measured``, unchanged by a rerun with the same result) and an
-    annotation with the time and detail (changed by every run: that is the record of the run)."""
+    annotation with the time, the detail, the test's phase and its pods as the API had them (:func:`pod_record`;
+    changed by every run: that is the record of the run)."""
     nodes: dict[str, dict[str, dict[str, str]]] = {}
     for row in rows:
         if row["result"] not in RESULTS:
@@ -744,7 +916,13 @@ def node_records(rows: Sequence[Mapping[str, Any]], timestamp: str) -> list[Obj]
         for node in row["nodes"]:
             rec = nodes.setdefault(node, {"labels": {}, "annotations": {}})
             rec["labels"][row["key"]] = row["result"]
-            note = {"result": row["result"], "detail": row["detail"], "time": timestamp, "pods": row["pods"]}
+            note = {
+                "result": row["result"],
+                "detail": row["detail"],
+                "time": timestamp,
+                "phase": row.get("phase"),
+                "pods": row.get("pod_records") or [{"name": name} for name in row["pods"]],
+            }
             if row.get("value") is not None:
                 note["value"] = row["value"]
             rec["annotations"][row["key"]] = json.dumps(note, sort_keys=True)
@@ -754,9 +932,16 @@ def node_records(rows: Sequence[Mapping[str, Any]], timestamp: str) -> list[Obj]
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
-    head = ("TEST", "NODE", "PRODUCT", "RESULT", "DETAIL")
+    head = ("TEST", "PHASE", "NODE", "PRODUCT", "RESULT", "DETAIL")
     body = [
-        (r["test"], ",".join(r["nodes"]), str(r.get("product") or "-"), str(r["result"]), str(r["detail"] or ""))
+        (
+            r["test"],
+            str(r.get("phase") or "-"),
+            ",".join(r["nodes"]),
+            str(r.get("product") or "-"),
+            str(r["result"]),
+            str(r["detail"] or ""),
+        )
         for r in rows
     ]
     if not body:

@@ -388,3 +388,200 @@ def test_the_filters_refuse_wrong_input():
         smoke_plan({}, [1])
     with pytest.raises(AnsibleFilterError):
         smoke_results({}, [])
+
+
+# --- phases ---------------------------------------------------------------------------------------------------
+
+
+def phases_of(built):
+    return {e["test"]: e["phase"] for e in built["tests"]}
+
+
+@pytest.mark.parametrize(
+    ("cluster", "models", "tests", "phases"),
+    [
+        # the whole cluster: the tests of one node first, then the pair and the rail
+        (
+            CLUSTER,
+            MODELS,
+            list(_smoke.TESTS),
+            {
+                "cuda.nvidia-h100-80gb-hbm3": 1,
+                "sharing.time_slicing": 1,
+                "sharing.mig": 1,
+                "dra": 1,
+                "rocm_smi.amd-instinct-mi300x": 1,
+                "nccl.nvidia-h100-80gb-hbm3": 2,
+                "ib_write_bw.ib": 2,
+            },
+        ),
+        # the lab: vectorAdd holds one GPU of dgx-0, rank 0 of the pair wants all 8 - never at once
+        (
+            REAL,
+            [],
+            ["cuda", "nccl"],
+            {"cuda.nvidia-h100-80gb-hbm3": 1, "cuda.nvidia-l40s": 1, "nccl.nvidia-h100-80gb-hbm3": 2},
+        ),
+        # the pair alone: phases are numbered without gaps
+        (REAL, [], ["nccl"], {"nccl.nvidia-h100-80gb-hbm3": 1}),
+        # a rail with one device: the pair takes it, ib_write_bw waits for a phase of its own
+        (
+            [
+                node("dgx-0", H100, {"nvidia.com/gpu": 8, "rdma/ib": 1}),
+                node("dgx-1", H100, {"nvidia.com/gpu": 8, "rdma/ib": 1}),
+            ],
+            [],
+            ["nccl", "ib_write_bw"],
+            {"nccl.nvidia-h100-80gb-hbm3": 1, "ib_write_bw.ib": 2},
+        ),
+        # enough of the rail for both: one phase
+        (
+            [
+                node("dgx-0", H100, {"nvidia.com/gpu": 8, "rdma/ib": 2}),
+                node("dgx-1", H100, {"nvidia.com/gpu": 8, "rdma/ib": 2}),
+            ],
+            [],
+            ["cuda", "nccl", "ib_write_bw"],
+            {"cuda.nvidia-h100-80gb-hbm3": 1, "nccl.nvidia-h100-80gb-hbm3": 2, "ib_write_bw.ib": 2},
+        ),
+    ],
+)
+def test_phases(cluster, models, tests, phases):
+    built = smoke_plan(variables(smoke_tests_tests=tests), cluster, models)
+    assert phases_of(built) == phases
+    assert "smoke-phase-overcommit" not in ids(built["findings"])
+    # the plan's phases hold each test's objects, once
+    assert [p["phase"] for p in built["phases"]] == sorted(set(phases.values()))
+    assert sorted(t for p in built["phases"] for t in p["tests"]) == sorted(phases)
+    assert sorted(x["metadata"]["name"] for p in built["phases"] for x in p["pods"]) == sorted(
+        x["metadata"]["name"] for x in built["pods"]
+    )
+    for p in built["phases"]:
+        assert [s["metadata"]["name"] for s in p["services"]] == [
+            by_test(built)[t]["service"] for t in p["tests"] if by_test(built)[t].get("service")
+        ]
+
+
+def test_the_dra_claim_template_runs_in_the_dra_test_s_phase():
+    built = smoke_plan(variables(), CLUSTER, MODELS)
+    (first, second) = built["phases"]
+    assert [c["metadata"]["name"] for c in first["claim_templates"]] == ["smoke-dra"]
+    assert second["claim_templates"] == [] and [s["metadata"]["name"] for s in second["services"]] == [
+        "smoke-nccl-nvidia-h100-80gb-hbm3"
+    ]
+    assert "TEST" in built["table"] and "PHASE" in built["table"]
+
+
+def asks(name, gpu=0, ib=0):
+    limits = {k: str(v) for k, v in (("nvidia.com/gpu", gpu), ("rdma/ib", ib)) if v}
+    return {"metadata": {"name": name}, "spec": {"containers": [{"resources": {"limits": limits}}]}}
+
+
+def entry_(test, phase, pods, nodes):
+    return {"test": test, "phase": phase, "pods": pods, "nodes": nodes}
+
+
+@pytest.mark.parametrize(
+    ("entries", "pods", "allocatable", "evidence"),
+    [
+        # two tests of one phase on one node, more GPUs than it has: a finding naming both
+        (
+            [entry_("cuda.h100", 1, ["a"], ["dgx-0"]), entry_("nccl.h100", 1, ["b0", "b1"], ["dgx-0", "dgx-1"])],
+            [asks("a", gpu=1), asks("b0", gpu=8), asks("b1", gpu=8)],
+            {"dgx-0": {"nvidia.com/gpu": 8}, "dgx-1": {"nvidia.com/gpu": 8}},
+            ["phase 1: cuda.h100 nvidia.com/gpu=1, nccl.h100 nvidia.com/gpu=8; the node has 8"],
+        ),
+        # the same two in different phases: none
+        (
+            [entry_("cuda.h100", 1, ["a"], ["dgx-0"]), entry_("nccl.h100", 2, ["b0", "b1"], ["dgx-0", "dgx-1"])],
+            [asks("a", gpu=1), asks("b0", gpu=8), asks("b1", gpu=8)],
+            {"dgx-0": {"nvidia.com/gpu": 8}, "dgx-1": {"nvidia.com/gpu": 8}},
+            [],
+        ),
+        # one phase, different nodes: none
+        (
+            [entry_("cuda.h100", 1, ["a"], ["dgx-0"]), entry_("cuda.l40s", 1, ["c"], ["l40s-0"])],
+            [asks("a", gpu=8), asks("c", gpu=4)],
+            {"dgx-0": {"nvidia.com/gpu": 8}, "l40s-0": {"nvidia.com/gpu": 4}},
+            [],
+        ),
+        # one phase, one node, enough for both: none
+        (
+            [entry_("nccl.h100", 1, ["b0"], ["dgx-0"]), entry_("ib_write_bw.ib", 1, ["i"], ["dgx-0"])],
+            [asks("b0", gpu=8, ib=1), asks("i", ib=1)],
+            {"dgx-0": {"nvidia.com/gpu": 8, "rdma/ib": 2}},
+            [],
+        ),
+        # one phase, one node, the rail short by one: a finding for the rail, not for the GPUs
+        (
+            [entry_("nccl.h100", 1, ["b0"], ["dgx-0"]), entry_("ib_write_bw.ib", 1, ["i"], ["dgx-0"])],
+            [asks("b0", gpu=8, ib=1), asks("i", ib=1)],
+            {"dgx-0": {"nvidia.com/gpu": 8, "rdma/ib": 1}},
+            ["phase 1: nccl.h100 rdma/ib=1, ib_write_bw.ib rdma/ib=1; the node has 1"],
+        ),
+        # one test alone that asks for more than the node has is not this rule's (the scheduler says why)
+        (
+            [entry_("nccl.h100", 1, ["b0"], ["dgx-0"])],
+            [asks("b0", gpu=16)],
+            {"dgx-0": {"nvidia.com/gpu": 8}},
+            [],
+        ),
+        # a DRA claim and a KAI fraction count nothing here
+        (
+            [entry_("dra", 1, ["d"], ["dgx-0"]), entry_("sharing.kai_fraction", 1, ["k"], ["dgx-0"])],
+            [
+                {"metadata": {"name": "d"}, "spec": {"containers": [{"resources": {"claims": [{"name": "gpu"}]}}]}},
+                {"metadata": {"name": "k"}, "spec": {"containers": [{}]}},
+            ],
+            {"dgx-0": {}},
+            [],
+        ),
+    ],
+)
+def test_no_two_tests_of_one_phase_ask_a_node_for_more_than_it_has(entries, pods, allocatable, evidence):
+    found = _smoke.phase_findings(entries, pods, allocatable)
+    assert [e for f in found for e in f["evidence"]] == evidence
+    assert all(f["id"] == "smoke-phase-overcommit" and f["severity"] == "error" for f in found)
+
+
+def test_one_phase_is_judged_alone_and_its_holding_pods_named():
+    built = smoke_plan(variables(smoke_tests_tests=["cuda", "nccl"]), REAL, [])
+    first = [
+        live("smoke-cuda-nvidia-l40s", "sim-0", "Running"),
+        live("smoke-cuda-nvidia-h100-80gb-hbm3", "dgx-0", "Succeeded", **TERM),
+    ]
+    out = smoke_results(built, first, {}, False, "", 1)
+    # the NCCL pair (phase 2) is not waited for in phase 1
+    assert out["done"] is True and sorted(rows(out)) == ["cuda.nvidia-h100-80gb-hbm3", "cuda.nvidia-l40s"]
+    # the simulated pod runs for ever: it holds its GPU until deleted; the finished one holds nothing
+    assert out["holding"] == ["smoke-cuda-nvidia-l40s"]
+    assert smoke_results(built, first, {}, False, "", 2)["done"] is False
+
+
+def test_the_record_keeps_each_pod_s_placement_and_requests():
+    built = smoke_plan(variables(smoke_tests_tests=["cuda", "nccl"]), REAL, [])
+    seen = []
+    for p in built["pods"]:
+        bound = json.loads(json.dumps(p))
+        bound["spec"]["nodeName"] = bound["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+        bound["status"] = {"phase": "Running"}
+        seen.append(bound)
+    out = smoke_results(built, seen, {}, True, "2026-01-01T00:00:00Z")
+    recs = {n["metadata"]["name"]: n["metadata"]["annotations"] for n in out["nodes"]}
+    note = json.loads(recs["dgx-1"]["gpuops.platform/smoke.nccl.nvidia-h100-80gb-hbm3"])
+    assert note["phase"] == 2
+    assert [(p["name"], p["node"], p["requests"]) for p in note["pods"]] == [
+        ("smoke-nccl-nvidia-h100-80gb-hbm3-0", "dgx-0", {"nvidia.com/gpu": "8"}),
+        ("smoke-nccl-nvidia-h100-80gb-hbm3-1", "dgx-1", {"nvidia.com/gpu": "8"}),
+    ]
+    assert note["pods"][0]["image"].endswith(DIGEST)
+    assert note["pods"][0]["selector"] == {"kubernetes.io/hostname": "dgx-0", "nvidia.com/gpu.product": H100}
+    # a pod the API no longer had is recorded as such
+    gone = smoke_results(built, [], {}, True, "t")
+    (rec,) = [r for r in gone["results"] if r["test"] == "cuda.nvidia-l40s"]
+    assert rec["pod_records"] == [{"name": "smoke-cuda-nvidia-l40s", "node": None}]
+
+
+def test_the_results_filter_refuses_a_phase_that_is_not_a_number():
+    with pytest.raises(AnsibleFilterError):
+        smoke_results(PLAN, [], {}, False, "", "first")
