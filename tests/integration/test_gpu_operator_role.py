@@ -212,15 +212,12 @@ def test_the_run_checks_every_roles_inputs_before_nfd_changes_anything(inputs_en
     """operators.yml runs NFD first: a bad value of a later role must stop the run before NFD installs."""
     nfd_ns = f"nfd-{uuid.uuid4().hex[:6]}"
     extra = {**extra, "nfd_namespace": nfd_ns, "nfd_release_name": nfd_ns}
-    start = time.monotonic()
     r = play(inputs_env["inv"], REPO / "playbooks/operators.yml", "-e", json.dumps(extra))
-    elapsed = time.monotonic() - start
     assert r.returncode != 0
     assert expect in r.stdout, r.stdout[-3000:]
     assert "input error(s), nothing was changed" in r.stdout
     assert recap(r.stdout)["changed"] == 0
     assert releases(nfd_ns) == [] and nfd_ns not in [n.metadata.name for n in core.list_namespace().items]
-    assert elapsed < 30, f"the preflight took {elapsed:.0f}s"
 
 
 def test_unknown_user_value_key_is_reported(inputs_env):
