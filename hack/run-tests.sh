@@ -109,19 +109,19 @@ do_molecule_scenarios() { # do_molecule_scenarios SCENARIO...
 
 # `all` runs four streams at once, each against its own lab (most of the lab stages is waiting on the API
 # server, Helm and the simulated kubelet, not CPU): the checks (lint, sanity, unit) then some molecule scenarios
-# on lab "c"; half the integration tests on the default lab; the other half on lab "d", then some molecule
-# scenarios there; the other molecule scenarios on lab "b". Each lab has its own state directory and ports; the
-# molecule configs follow GPUOPS_LAB_STATE and GPUOPS_LAB_CHART_REPO_PORT.
-lab_env() { # lab_env b|c|d
+# on lab "c"; half the integration tests on the default lab, then some molecule scenarios on lab "a"; the other half
+# on lab "d", then some molecule scenarios there; the other molecule scenarios on lab "b". Each lab has its own state
+# directory and ports; the molecule configs follow GPUOPS_LAB_STATE and GPUOPS_LAB_CHART_REPO_PORT.
+lab_env() { # lab_env a|b|c|d
   local base
-  case $1 in b) base=1000 ;; c) base=4000 ;; d) base=7000 ;; esac
+  case $1 in a) base=9000 ;; b) base=1000 ;; c) base=4000 ;; d) base=7000 ;; esac
   export GPUOPS_LAB_STATE="$repo/.state/lab-$1" GPUOPS_LAB_ETCD_PORT=$((23790 + base)) \
     GPUOPS_LAB_ETCD_PEER_PORT=$((23800 + base)) GPUOPS_LAB_APISERVER_PORT=$((16443 + base)) \
     GPUOPS_LAB_KCM_PORT=$((20257 + base)) GPUOPS_LAB_SCHEDULER_PORT=$((20259 + base)) \
     GPUOPS_LAB_CHART_REPO_PORT=$((18879 + base)) GPUOPS_LAB_NFD_MASTER_PORT=$((20290 + base))
 }
 
-molecule_on() { # molecule_on b|c SCENARIO...: a lab of its own, up, the scenarios, down
+molecule_on() { # molecule_on a|b|c|d SCENARIO...: a lab of its own, up, the scenarios, down
   local rc
   (
     lab_env "$1"; shift
@@ -132,16 +132,19 @@ molecule_on() { # molecule_on b|c SCENARIO...: a lab of its own, up, the scenari
   )
 }
 
-# Lab "c" takes these after the checks, lab "d" these after its half of the integration tests; lab "b" every other
-# scenario (a new scenario lands there).
+# Lab "c" takes these after the checks, labs "a" and "d" these after their half of the
+# integration tests; lab "b" every other scenario (a new scenario lands there). Balanced by the fresh-clone run's
+# durations (benchmarks/README.md).
+MOLECULE_A=(volcano smoke_tests)
 MOLECULE_C=(amd_gpu_operator gpuops network_operator site)
-MOLECULE_D=(kai_scheduler kueue volcano smoke_tests)
-molecule_scenarios() { # molecule_scenarios b|c|d: the scenarios of that lab that exist
+MOLECULE_D=(kai_scheduler kueue)
+molecule_scenarios() { # molecule_scenarios a|b|c|d: the scenarios of that lab that exist
   local s
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
     if [[ " ${MOLECULE_C[*]} " == *" $s "* ]]; then [ "$1" = c ] && echo "$s"
     elif [[ " ${MOLECULE_D[*]} " == *" $s "* ]]; then [ "$1" = d ] && echo "$s"
+    elif [[ " ${MOLECULE_A[*]} " == *" $s "* ]]; then [ "$1" = a ] && echo "$s"
     else [ "$1" = b ] && echo "$s"; fi
   done
 }
@@ -164,7 +167,13 @@ stream_checks() {
   mapfile -t c < <(molecule_scenarios c)
   timed molecule-c molecule_on c "${c[@]}"
 }
-stream_integration() { timed lab-up lab_up && timed integration do_integration_half a; timed lab-down lab_down; }
+stream_integration() { # half the integration tests on the default lab, then some molecule scenarios on a fresh one
+  local a
+  mapfile -t a < <(molecule_scenarios a)
+  timed lab-up lab_up && timed integration do_integration_half a
+  timed lab-down lab_down
+  timed molecule-a molecule_on a "${a[@]}"
+}
 stream_integration_d() { # the other half of the integration tests on lab "d", then its molecule scenarios on a fresh lab
   local d
   mapfile -t d < <(molecule_scenarios d)
@@ -187,7 +196,7 @@ stream_molecule() {
 }
 
 run_all() { # the three streams; each stage's output is printed, in this order, as soon as it has finished
-  local names=(lint sanity unit lab-up integration lab-down integration-d molecule-b molecule-c molecule-d) n shown=() rc
+  local names=(lint sanity unit lab-up integration lab-down molecule-a integration-d molecule-b molecule-c molecule-d) n shown=() rc
   rm -rf .state/stages && mkdir -p .state/stages
   stream_checks & stream_integration & stream_molecule & stream_integration_d &
   while :; do
