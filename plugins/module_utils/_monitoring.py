@@ -35,7 +35,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _dashboards, _gpu_alerts, _owned
+from ansible_collections.gpuops.platform.plugins.module_utils import _dashboards, _gpu_alerts, _owned, _sharing_status
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
@@ -246,14 +246,16 @@ def chart_prometheus(release: str, namespace: str, values: Mapping[str, Any] | N
 
 
 def expected_gpus(nodes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """GPU node -> the GPUs its hardware has: GPU Feature Discovery's ``nvidia.com/gpu.count`` label (read from NVML,
-    so time-slicing replicas and MIG devices do not change it)."""
+    """GPU node -> the GPUs its hardware has, from GPU Feature Discovery's labels (``_sharing_status.nvidia_gpus``):
+    ``nvidia.com/gpu.count``, which under the MIG strategy ``single`` counts MIG devices (the product label then ends
+    in ``-MIG-<profile>``), divided by the profile's devices per GPU. Time-slicing replicas do not change it."""
     out: dict[str, int] = {}
     for node in nodes:
         meta = node.get("metadata") or {}
-        count = (meta.get("labels") or {}).get("nvidia.com/gpu.count")
-        if count is not None and str(count).isdigit() and int(count) > 0:
-            out[str(meta.get("name"))] = int(count)
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        count = len(_sharing_status.nvidia_gpus(None, labels))
+        if count > 0:
+            out[str(meta.get("name"))] = count
     return out
 
 

@@ -441,8 +441,22 @@ def test_expected_gpus_from_the_gfd_count():
         {"metadata": {"name": "b", "labels": {"nvidia.com/gpu.count": "0"}}},
         {"metadata": {"name": "c", "labels": {}}},
         {"metadata": {"name": "d", "labels": {"nvidia.com/gpu.count": "x"}}},
+        # MIG strategy single: GFD counts the MIG devices (7 x 1g.10gb per H100 80GB) - the hardware has 8
+        {
+            "metadata": {
+                "name": "mig",
+                "labels": {"nvidia.com/gpu.count": "56", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"},
+            }
+        },
+        # time-slicing: the product gets -SHARED, the count stays the GPUs
+        {
+            "metadata": {
+                "name": "ts",
+                "labels": {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.product": "NVIDIA-L40S-SHARED"},
+            }
+        },
     ]
-    assert _monitoring.expected_gpus(nodes) == {"a": 8}
+    assert _monitoring.expected_gpus(nodes) == {"a": 8, "mig": 8, "ts": 4}
 
 
 def test_pick_prometheus():
