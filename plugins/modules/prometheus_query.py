@@ -130,11 +130,15 @@ health:
 """
 
 import json  # noqa: E402 - after the documentation, as ansible-test expects
-import time  # noqa: E402
 import urllib.error  # noqa: E402
 
 from ansible.module_utils.urls import open_url  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _monitoring, _prometheus  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import (  # noqa: E402
+    _k8s,
+    _monitoring,
+    _prometheus,
+    _readiness,
+)
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
 ARGUMENT_SPEC = dict(
@@ -202,17 +206,19 @@ def _ask(reader, p, queries):
 
 
 def _health(reader, p):
-    """The health check, asked again until no node differs or the timeout has passed."""
+    """The health check, asked again (the collection's readiness Waiter) until no node differs or the timeout."""
     spec = p["gpu_health"]
     expected = _monitoring.expected_gpus(spec["nodes"])
-    deadline = time.monotonic() + max(spec["timeout"], 0)
     queries = {"up": _monitoring.UP_QUERY, "gpu_series": _monitoring.GPU_SERIES_QUERY}
-    while True:
+
+    def probe():
         got = _ask(reader, p, queries)
         health = _monitoring.health_findings(expected, got["up"], got["gpu_series"])
-        if not health["findings"] or time.monotonic() + spec["interval"] > deadline:
-            return got, health
-        time.sleep(max(spec["interval"], 1))
+        unmet = [_readiness.NotReady("Node", None, f["object"]["name"], f["id"]) for f in health["findings"]]
+        return (got, health), unmet
+
+    outcome = _readiness.Waiter(timeout=max(spec["timeout"], 0), interval=max(spec["interval"], 1)).wait(probe)
+    return outcome.snapshot
 
 
 def run(ctx):
