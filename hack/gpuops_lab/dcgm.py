@@ -360,19 +360,24 @@ def write_nodes(lab_state: Path, nodes: Mapping[str, Mapping[str, Any]]) -> bool
     return True
 
 
-def write_collectors(lab_state: Path, csv_text: str | None) -> bool:
-    path = state_dir(lab_state) / COLLECTORS_FILE
-    text = csv_text if csv_text is not None else DEFAULT_COLLECTORS
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` atomically (a reader never sees half a file) unless the file already holds it; whether it
+    wrote. The lab's monitoring files (exporter state, Prometheus configuration, targets, rules) all go through it."""
     try:
         if path.read_text() == text:
             return False
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(text)
     tmp.replace(path)
     return True
+
+
+def write_collectors(lab_state: Path, csv_text: str | None) -> bool:
+    text = csv_text if csv_text is not None else DEFAULT_COLLECTORS
+    return write_if_changed(state_dir(lab_state) / COLLECTORS_FILE, text)
 
 
 def read_faults(lab_state: Path) -> dict[str, Any]:

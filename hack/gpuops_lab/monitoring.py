@@ -340,19 +340,6 @@ def exporter_url(cfg: LabConfig) -> str:
     return f"http://127.0.0.1:{port(cfg, 'dcgm-exporter')}"
 
 
-def _write_if_changed(path: Path, text: str) -> bool:
-    try:
-        if path.read_text() == text:
-            return False
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return True
-
-
 def static_jobs(cfg: LabConfig, with_ksm: bool = True) -> list[dict[str, Any]]:
     out = [{"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{port(cfg, 'prometheus')}"]}]}]
     if with_ksm:  # as kube-prometheus-stack scrapes it: job kube-state-metrics, honorLabels true
@@ -379,19 +366,19 @@ def write_config(cfg: LabConfig, jobs: list[Job], rules: Mapping[str, Mapping[st
     rules_dir.mkdir(parents=True, exist_ok=True)
     reload = False
     for job in jobs:
-        _write_if_changed(sd_dir / sd_file(job.name), json.dumps(job.targets, indent=1, sort_keys=True) + "\n")
+        dcgm.write_if_changed(sd_dir / sd_file(job.name), json.dumps(job.targets, indent=1, sort_keys=True) + "\n")
     keep = {sd_file(j.name) for j in jobs}
     for f in sd_dir.glob("*.json"):
         if f.name not in keep:
             f.unlink()
     for name, content in rules.items():
-        reload |= _write_if_changed(rules_dir / name, yaml.safe_dump(dict(content), sort_keys=False))
+        reload |= dcgm.write_if_changed(rules_dir / name, yaml.safe_dump(dict(content), sort_keys=False))
     for f in rules_dir.glob("*.yaml"):
         if f.name not in rules:
             f.unlink()
             reload = True
     text = yaml.safe_dump(prometheus_config(jobs, sd_dir, rules_dir, static_jobs(cfg)), sort_keys=False)
-    reload |= _write_if_changed(d / "prometheus.yml", text)
+    reload |= dcgm.write_if_changed(d / "prometheus.yml", text)
     return reload
 
 

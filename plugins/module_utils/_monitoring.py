@@ -54,15 +54,7 @@ EXISTS_VALUE = "gpuops"  # the value given to a label that a selector only needs
 RULE_NAME = "gpuops-gpu-alerts"
 
 
-def finding(fid: str, severity: str, kind: str, name: str, evidence: Sequence[str], cause: str, fix: str) -> Finding:
-    return {
-        "id": fid,
-        "severity": severity,
-        "object": {"kind": kind, "name": name},
-        "evidence": list(evidence),
-        "cause": cause,
-        "fix": fix,
-    }
+finding = _owned.finding
 
 
 def _show(selector: Any) -> str:

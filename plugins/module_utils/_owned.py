@@ -27,6 +27,18 @@ Finding = dict[str, Any]
 Obj = dict[str, Any]
 
 
+def finding(fid: str, severity: str, kind: str, name: str, evidence: Sequence[str], cause: str, fix: str) -> Finding:
+    """The finding shape of the roles that apply objects: id, severity, object {kind, name}, evidence, cause, fix."""
+    return {
+        "id": fid,
+        "severity": severity,
+        "object": {"kind": kind, "name": name},
+        "evidence": list(evidence),
+        "cause": cause,
+        "fix": fix,
+    }
+
+
 def owner_labels(role: str) -> dict[str, str]:
     return {"app.kubernetes.io/managed-by": "gpuops.platform", "gpuops.platform/role": role}
 

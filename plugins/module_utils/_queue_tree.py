@@ -23,21 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Optional
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity
 
 Finding = dict[str, Any]
 Amounts = Mapping[str, Optional[Fraction]]  # noqa: UP045 - a module-level alias is evaluated at import (Python 3.9)
 
 
-def finding(fid: str, severity: str, kind: str, name: str, evidence: Sequence[str], cause: str, fix: str) -> Finding:
-    return {
-        "id": fid,
-        "severity": severity,
-        "object": {"kind": kind, "name": name},
-        "evidence": list(evidence),
-        "cause": cause,
-        "fix": fix,
-    }
+finding = _owned.finding  # the one finding shape (kept under this name: _kai, _volcano call it)
 
 
 def show(value: Fraction | None, unit: str = "") -> str:

@@ -30,6 +30,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpuops.platform.plugins.module_utils import _owned
+
 Finding = dict[str, Any]
 Obj = dict[str, Any]
 
@@ -66,15 +68,7 @@ ROCM_SCRIPT = "rocm-smi --showproductname --showuse"
 IB_SCRIPT = "ib_write_bw --report_gbits -F -D 5 & sleep 2; ib_write_bw --report_gbits -F -D 5 localhost; wait"
 
 
-def _finding(fid: str, severity: str, kind: str, name: str, evidence: Sequence[str], cause: str, fix: str) -> Finding:
-    return {
-        "id": fid,
-        "severity": severity,
-        "object": {"kind": kind, "name": name},
-        "evidence": list(evidence),
-        "cause": cause,
-        "fix": fix,
-    }
+_finding = _owned.finding
 
 
 def slug(text: str, limit: int = 40) -> str:
