@@ -512,6 +512,7 @@ UP_QUERY = f'sum by (node) (up{{job="{EXPORTER_JOB}"}} == 1)'
 # GPUs reporting per node: distinct UUIDs of a device field every GPU reports, MIG or not. Not DCGM_FI_DEV_GPU_UTIL,
 # which a MIG-enabled GPU does not report (DCGM has no utilisation for MIG), so a MIG node would count 0.
 GPU_SERIES_QUERY = "count by (Hostname) (count by (Hostname, UUID) (DCGM_FI_DEV_GPU_TEMP))"
+FIRING_QUERY = 'ALERTS{alertstate="firing", alertname=~"GPU.*"}'  # the collection's GPU alerts that fire now
 NODE_RELABELING = {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
 
 

@@ -51,6 +51,13 @@ options:
         description: Seconds between two rounds.
         type: int
         default: 5
+  gpu_overview:
+    description:
+      - Also ask, per node, for the GPUs reporting metrics (distinct C(UUID)s of C(DCGM_FI_DEV_GPU_TEMP)) and the
+        firing GPU alerts (C(ALERTS) of the collection's C(GPU*) alerts); returned as RV(gpu_overview) (the
+        diagnosis table's REPORTING and FIRING GPU ALERTS columns).
+    type: bool
+    default: false
   url:
     description: Prometheus's base URL, for example V(http://127.0.0.1:9090). Mutually exclusive with O(service).
     type: str
@@ -120,6 +127,10 @@ via:
   description: V(url) or V(service proxy).
   returned: always
   type: str
+gpu_overview:
+  description: With O(gpu_overview), node name to C({alerts - [Alert or Alert(gpu N)], reporting - GPUs}).
+  returned: when O(gpu_overview) is true and Prometheus answered
+  type: dict
 health:
   description:
     - With O(gpu_health), C(rows) (per GPU node - C(node), C(gpus), C(exporter_up), C(gpu_series)) and C(findings)
@@ -144,6 +155,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._module import run
 ARGUMENT_SPEC = dict(
     _k8s.auth_argument_spec(),
     queries={"type": "dict", "default": {}},
+    gpu_overview={"type": "bool", "default": False},
     gpu_health={
         "type": "dict",
         "options": {
@@ -224,8 +236,8 @@ def _health(reader, p):
 def run(ctx):
     p = ctx.params
     via = "url" if p["url"] else "service proxy"
-    if not p["queries"] and not p["gpu_health"]:
-        return {"failed": True, "msg": "prometheus_query: give queries, gpu_health or both", "changed": False}
+    if not p["queries"] and not p["gpu_health"] and not p["gpu_overview"]:
+        return {"failed": True, "msg": "prometheus_query: give queries, gpu_health or gpu_overview", "changed": False}
     result = {"changed": False, "via": via}
     try:
         reader = None if p["url"] else _k8s.new_reader(p)
@@ -233,6 +245,9 @@ def run(ctx):
         if p["gpu_health"]:
             got, result["health"] = _health(reader, p)
             results.update({f"gpu_health_{k}": v for k, v in got.items()})
+        if p["gpu_overview"]:
+            got = _ask(reader, p, {"firing": _monitoring.FIRING_QUERY, "reporting": _monitoring.GPU_SERIES_QUERY})
+            result["gpu_overview"] = _monitoring.metrics_by_node(got["firing"], got["reporting"])
     except _Unreachable as exc:
         if p["unreachable"] == "fail":
             return {**result, "failed": True, "msg": str(exc), "results": {}, "reachable": False}

@@ -1,13 +1,13 @@
 """playbooks/templates/diagnosis.txt.j2: the readiness table with and without the FIRING GPU ALERTS column (from
-Prometheus's ALERTS series through the gpu_metrics_by_node filter), aligned, and the line that says why the column is
-missing when Prometheus does not answer."""
+Prometheus's ALERTS series, as prometheus_query's gpu_overview returns them), aligned, and the line that says why
+the column is missing when Prometheus does not answer."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import jinja2
-from ansible_collections.gpuops.platform.plugins.filter.gpu_metrics_by_node import gpu_metrics_by_node
+from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "playbooks/templates/diagnosis.txt.j2"
 DIAG = {
@@ -37,7 +37,6 @@ DIAG = {
 
 def render(**variables):
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
-    env.filters["gpuops.platform.gpu_metrics_by_node"] = gpu_metrics_by_node
     return env.from_string(TEMPLATE.read_text()).render(gpuops_diagnosis=DIAG, **variables)
 
 
@@ -55,7 +54,8 @@ def test_the_column_lists_each_nodes_firing_alerts_aligned():
         }
     ]
     reporting = [{"metric": {"Hostname": "dgx-h100-0"}, "value": [0, "7"]}]
-    text = render(_diagnose_prometheus={"reachable": True, "results": {"firing": firing, "reporting": reporting}})
+    overview = _monitoring.metrics_by_node(firing, reporting)  # what prometheus_query's gpu_overview returns
+    text = render(_diagnose_prometheus={"reachable": True, "gpu_overview": overview})
     head, first, second = text.splitlines()[:3]
     assert head.endswith("FIRING GPU ALERTS")
     assert first.endswith("GPUXidFallenOffBus(gpu 3)") and second.endswith(" -")

@@ -132,7 +132,7 @@ def test_gpu_health_names_the_node_after_the_timeout(run_module, prom):
 
 def test_nothing_to_ask_is_an_error(run_module):
     result, failed = run_module(prometheus_query, {"url": "http://127.0.0.1:9"})
-    assert failed and "give queries, gpu_health or both" in result["msg"]
+    assert failed and "give queries, gpu_health or gpu_overview" in result["msg"]
 
 
 def test_url_and_service_are_exclusive(run_module):
@@ -141,3 +141,16 @@ def test_url_and_service_are_exclusive(run_module):
         {"url": "http://x", "service": {"namespace": "m", "name": "p"}, "queries": {"x": "up"}},
     )
     assert failed and "mutually exclusive" in result["msg"]
+
+
+def test_gpu_overview_per_node(run_module, prom):
+    firing = [
+        {
+            "metric": {"alertname": "GPUXidFallenOffBus", "alertstate": "firing", "Hostname": "dgx-0", "gpu": "3"},
+            "value": [1, "1"],
+        }
+    ]
+    p = prom({'ALERTS{alertstate="firing", alertname=~"GPU.*"}': firing, SERIES: vec("Hostname", {"dgx-0": 7})})
+    result, failed = run_module(prometheus_query, {"url": p.url, "gpu_overview": True})
+    assert not failed, result
+    assert result["gpu_overview"] == {"dgx-0": {"alerts": ["GPUXidFallenOffBus(gpu 3)"], "reporting": 7}}
