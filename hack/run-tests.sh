@@ -6,6 +6,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 export PATH="$repo/.venv/bin:$PATH" PYTHONPATH="$repo/hack" ANSIBLE_CONFIG="$repo/ansible.cfg"
 export ANSIBLE_HOME="$repo/.state/ansible-home" PY_COLORS=0 ANSIBLE_FORCE_COLOR=0
+export PYTHONPYCACHEPREFIX="$repo/.state/pycache"; unset PYTHONDONTWRITEBYTECODE  # bytecode written once (Makefile)
 export ANSIBLE_INTERNAL_POLL_INTERVAL=0.01  # as ansible.cfg, also for molecule's own config (less CPU spinning)
 lab() { python -m gpuops_lab "$@"; }
 declare -A took
