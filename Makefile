@@ -19,7 +19,7 @@ COLL_LINK := $(REPO)/.state/collections/ansible_collections/gpuops/platform
 .PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench ee clean
 
 help:
-	@echo "make demo   - build/reuse the local control plane, start it (and its Prometheus), run site.yml, print node readiness"
+	@echo "make demo   - build/reuse the local control plane, start it (and its Prometheus), run site.yml, print node readiness, onboard a fifth node"
 	@echo "make test   - lint, sanity, unit, integration and molecule tests (starts the lab as needed)"
 	@echo "make down   - stop every lab process and remove all lab state"
 	@echo "make up | status | bench | build | venv | ee (AWX execution environment build context)"
@@ -64,6 +64,9 @@ demo: up
 	$(LAB) table --wait 60
 	ansible-playbook hack/demo/sample_jobs.yml -i inventories/local
 	ansible-playbook playbooks/diagnose.yml -i inventories/local
+	# day 2: a fifth node is racked (the lab creates its host and node) and onboarded (docs/operations.md)
+	$(LAB) nodes sync-inventory --inventory hack/demo/onboard-inventory.yml
+	ansible-playbook playbooks/onboard_node.yml -i inventories/local -i hack/demo/onboard-inventory.yml -e gpuops_onboard_host=dgx-h100-2
 
 lint: venv
 	bash hack/run-tests.sh lint

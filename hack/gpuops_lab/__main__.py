@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from . import dcgm, monitoring, nodes
 from .cluster import Lab
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     r = nsub.add_parser("remove")
     r.add_argument("names", nargs="*")
     r.add_argument("--profile")
-    nsub.add_parser("sync-inventory")
+    si = nsub.add_parser("sync-inventory", help="a node and a simulated host per inventory host naming a profile")
+    si.add_argument("--inventory", type=Path, help="a YAML inventory (default: inventories/local/hosts.yml)")
     t = sub.add_parser("table", help="readiness table of the nodes")
     t.add_argument(
         "--wait", type=float, default=0, help="seconds to wait for every node to be Ready and labelled by NFD"
@@ -115,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                     raise LabError("name the nodes to remove, or pass --profile NAME")
                 print(f"removed: {' '.join(nodes.remove(core, args.names, args.profile)) or 'nothing'}")
             else:
-                print(f"created: {' '.join(nodes.sync_inventory(core, hosts_root=cfg.hosts)) or 'all present'}")
+                path = args.inventory or nodes.LOCAL_INVENTORY
+                print(f"created: {' '.join(nodes.sync_inventory(core, path, hosts_root=cfg.hosts)) or 'all present'}")
         elif args.cmd == "table":
             core = nodes.api(cfg)
             if args.wait:

@@ -19,9 +19,9 @@ description:
   - Every rule has a C(for), a C(severity) label and C(summary), C(description) and C(runbook) (cause and fix)
     annotations. The thresholds override the defaults key by key; docs/observability.md lists them.
   - Returns the C(monitoring.coreos.com/v1) PrometheusRule, the same groups as a plain Prometheus rules file, the
-    thresholds in effect, the counters the rules read that the exporter's default collectors CSV leaves out, and the
-    findings C({id, severity, object, evidence, cause, fix}). With any error finding the rule, the rules file and
-    the thresholds are V(null).
+    thresholds in effect, the counters the rules read that the exporter's default collectors CSV leaves out, the
+    collectors CSV that adds them, and the findings C({id, severity, object, evidence, cause, fix}). With any error
+    finding the rule, the rules file, the thresholds and the CSV are V(null).
 positional: name, namespace, labels
 options:
   _input:
@@ -72,7 +72,9 @@ _value:
   description:
     - C(prometheus_rule) (the PrometheusRule object), C(rules_file) (C({groups}), a plain Prometheus rules file),
       C(thresholds) (every threshold in effect), C(non_default_counters) (alert name to the dcgm-exporter counters it
-      reads that the default collectors CSV leaves out), C(findings).
+      reads that the default collectors CSV leaves out), C(collectors_csv) (the exporter's collectors CSV - the
+      default list and those counters - for the ClusterPolicy's C(dcgmExporter.config); the gpu_operator role's
+      C(gpu_operator_dcgm_exporter_collectors)), C(findings).
   type: dict
 """
 
@@ -95,6 +97,7 @@ def gpu_alert_rules(thresholds, name="gpuops-gpu-alerts", namespace="monitoring"
             "rules_file": None,
             "thresholds": None,
             "non_default_counters": {},
+            "collectors_csv": None,
             "findings": findings,
         }
     rule = _gpu_alerts.prometheus_rule(thresholds, name, namespace, labels)
@@ -103,6 +106,7 @@ def gpu_alert_rules(thresholds, name="gpuops-gpu-alerts", namespace="monitoring"
         "rules_file": {"groups": rule["spec"]["groups"]},
         "thresholds": _gpu_alerts.merged_thresholds(thresholds),
         "non_default_counters": _gpu_alerts.non_default_counters(thresholds),
+        "collectors_csv": _gpu_alerts.collectors_csv(thresholds),
         "findings": findings,
     }
 

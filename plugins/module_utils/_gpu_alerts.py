@@ -174,6 +174,53 @@ NON_DEFAULT_COUNTERS: dict[str, tuple[str, ...]] = {
     "GPUPowerThrottling": ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",),
 }
 
+# The collectors CSV of the exporter the GPU Operator runs: dcgm-exporter 4.5.3-4.8.2 ``etc/dcp-metrics-included.csv``
+# (Apache-2.0, NVIDIA Corporation), its enabled lines in file order (field, Prometheus type, help). A custom CSV
+# replaces this list entirely, so collectors_csv() starts from it.
+DEFAULT_COLLECTORS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %)."),
+    ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters for all lanes."),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status"),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+    ("DCGM_FI_DRIVER_VERSION", "label", "Driver Version"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus in bytes per second."),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus in bytes per second."),
+)
+
+# The type and help of every counter of NON_DEFAULT_COUNTERS, as a collectors CSV line needs them (the ECC and NVLink
+# lines are the ones the default file carries commented out; the clock event reasons are a bit mask, a gauge).
+EXTRA_COLLECTORS: dict[str, tuple[str, str]] = {
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("counter", "Total number of double-bit volatile ECC errors."),
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": ("counter", "Total number of NVLink flow-control CRC errors."),
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": ("counter", "Total number of NVLink data CRC errors."),
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": ("counter", "Total number of NVLink retries."),
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": ("counter", "Total number of NVLink recovery errors."),
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("gauge", "Current clock event reasons (bit mask)."),
+}
+
 ALERTS = (
     "GPUXidMemoryError",
     "GPUXidNVLinkError",
@@ -849,6 +896,44 @@ def non_default_counters(thresholds: Mapping[str, Any] | None = None) -> dict[st
         for alert, names in NON_DEFAULT_COUNTERS.items()
         if alert not in ("GPUThermalThrottling", "GPUPowerThrottling") or t["throttle_source"] == "clock_events"
     }
+
+
+def collectors_csv(thresholds: Mapping[str, Any] | None = None) -> str:
+    """The exporter's collectors CSV (key ``dcgm-metrics.csv`` of the ConfigMap the ClusterPolicy's
+    ``dcgmExporter.config.name`` names) for the rules these thresholds build: the default list, then every counter
+    of :func:`non_default_counters` once, in the order the alerts name them."""
+    extra: list[str] = []
+    for names in non_default_counters(thresholds).values():
+        extra.extend(n for n in names if n not in extra)
+    lines = [
+        "# gpuops.platform: dcgm-exporter's default collectors (dcp-metrics-included.csv), then the counters the",
+        "# GPU alert rules read that it leaves out. Format: DCGM field, Prometheus type, help.",
+    ]
+    lines += [f"{field}, {kind}, {text}" for field, kind, text in DEFAULT_COLLECTORS]
+    lines += [f"{name}, {EXTRA_COLLECTORS[name][0]}, {EXTRA_COLLECTORS[name][1]}" for name in extra]
+    return "\n".join(lines) + "\n"
+
+
+def collected_fields(csv_text: str) -> list[str]:
+    """The DCGM fields a collectors CSV enables (comment and blank lines skipped), as dcgm-exporter parses it."""
+    out = []
+    for line in csv_text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            out.append(line.split(",", 1)[0].strip())
+    return out
+
+
+def missing_counters(thresholds: Mapping[str, Any] | None, csv_text: str | None) -> dict[str, list[str]]:
+    """Alert -> the counters its rule reads that this collectors CSV does not enable (``None`` or empty: the
+    exporter's default list)."""
+    fields = set(collected_fields(csv_text) if csv_text else (f for f, _, _ in DEFAULT_COLLECTORS))
+    out = {}
+    for alert, names in non_default_counters(thresholds).items():
+        missing = [n for n in names if n not in fields]
+        if missing:
+            out[alert] = missing
+    return out
 
 
 _SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

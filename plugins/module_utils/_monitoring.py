@@ -26,12 +26,14 @@ the AMD GPU Operator v1.5.1 (internal/metricsexporter) - ../shared/reference/ups
 - **Dashboards** are ConfigMaps with Grafana's sidecar label (``_dashboards``).
 - **Health** (:func:`health_findings`): Prometheus has an ``up`` target for every GPU node's exporter and one GPU
   reporting (distinct UUIDs of ``DCGM_FI_DEV_GPU_TEMP``) per GPU the node's hardware has; the nodes that differ are
-  named.
+  named. The counters the alert rules read beyond the exporter's default list have series (:func:`counter_findings`,
+  warnings: the alert named can never fire).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -475,7 +477,9 @@ def build(
         labels, placed = placement(prometheus, namespace, namespace_labels, mode)
         findings += placed
     thresholds = variables.get("monitoring_alert_thresholds") or {}
-    findings += _gpu_alerts.threshold_findings(thresholds, "monitoring_alert_thresholds")
+    threshold_findings = _gpu_alerts.threshold_findings(thresholds, "monitoring_alert_thresholds")
+    threshold_errors = [f for f in threshold_findings if f["severity"] == "error"]
+    findings += threshold_findings
     nvidia = bool(variables.get("monitoring_nvidia"))
     findings += duplicate_scrape_findings(cluster_policy, nvidia)
     objects: list[Obj] = []
@@ -504,6 +508,8 @@ def build(
         "findings": findings,
         "owner_selector": OWNER_SELECTOR,
         "exporter_job": EXPORTER_JOB,
+        # the counters the rules read beyond the exporter's default list, for the health check's warning
+        "alert_counters": {} if threshold_errors else _gpu_alerts.non_default_counters(thresholds),
         "wait_objects": _wait_objects(variables, namespace) if mode == "install" else [],
     }
 
@@ -512,6 +518,43 @@ UP_QUERY = f'sum by (node) (up{{job="{EXPORTER_JOB}"}} == 1)'
 # GPUs reporting per node: distinct UUIDs of a device field every GPU reports, MIG or not. Not DCGM_FI_DEV_GPU_UTIL,
 # which a MIG-enabled GPU does not report (DCGM has no utilisation for MIG), so a MIG node would count 0.
 GPU_SERIES_QUERY = "count by (Hostname) (count by (Hostname, UUID) (DCGM_FI_DEV_GPU_TEMP))"
+
+
+def counters_query(counters: Mapping[str, Sequence[str]]) -> str | None:
+    """The PromQL that lists which of these counters (alert -> counters its rule reads) have series, by name; None
+    for none."""
+    names = sorted({str(n) for names in counters.values() for n in names})
+    if not names:
+        return None
+    return 'group by (__name__) ({__name__=~"' + "|".join(re.escape(n) for n in names) + '"})'
+
+
+def counter_findings(counters: Mapping[str, Sequence[str]], present: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """One warning per alert whose rule reads a counter no exporter reports (``present``: the result of
+    :func:`counters_query`). Cluster-wide, not per node: a counter the collectors CSV leaves out is missing on every
+    node, while a node's hardware may leave one blank (NVLink counters on a GPU without NVLink)."""
+    have = {str((series.get("metric") or {}).get("__name__", "")) for series in present}
+    out = []
+    for alert, names in sorted(counters.items()):
+        missing = [str(n) for n in names if str(n) not in have]
+        if missing:
+            out.append(
+                finding(
+                    "monitoring-counters-not-exported",
+                    "warning",
+                    "Alert",
+                    alert,
+                    [f"no exporter reports {', '.join(missing)}"],
+                    f"the exporter's collectors CSV leaves out what {alert} reads: the alert can never fire",
+                    "with the GPU Operator managed here, set gpuops_monitoring_managed: true and run "
+                    "playbooks/operators.yml (the gpu_operator role then writes the collectors CSV), or add the lines "
+                    "to your own CSV (gpu_operator_dcgm_exporter_collectors; docs/observability.md, 'Counters the "
+                    "exporter must export')",
+                )
+            )
+    return out
+
+
 FIRING_QUERY = 'ALERTS{alertstate="firing", alertname=~"GPU.*"}'  # the collection's GPU alerts that fire now
 NODE_RELABELING = {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
 

@@ -164,3 +164,35 @@ def landing_findings(
                 }
             )
     return out
+
+
+def _managed_time(obj: Mapping[str, Any], field_manager: str) -> str | None:
+    times = [
+        str(entry.get("time") or "")
+        for entry in (obj.get("metadata") or {}).get("managedFields") or []
+        if isinstance(entry, Mapping) and entry.get("manager") == field_manager
+    ]
+    times = [t for t in times if t]
+    return max(times) if times else None
+
+
+def pods_started_before(
+    config: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]], field_manager: str
+) -> list[str]:
+    """The pods created before ``field_manager`` last changed ``config`` (a ConfigMap the pods read only when they
+    start): the time of that manager's ``managedFields`` entry, which the API server moves whenever the manager
+    changes a value it owns, so a run that failed between the write and the restart is finished by the next one
+    without a record of its own. Creation times have one-second resolution: a pod created in the same second as the
+    change counts as started after it. No config, or no entry of that manager: none."""
+    if not config:
+        return []
+    changed = _managed_time(config, field_manager)
+    if changed is None:
+        return []
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        created = str(meta.get("creationTimestamp") or "")
+        if created and created < changed and not meta.get("deletionTimestamp"):
+            out.append(str(meta.get("name")))
+    return sorted(out)

@@ -51,6 +51,13 @@ options:
         description: Seconds between two rounds.
         type: int
         default: 5
+      counters:
+        description:
+          - Alert name to the exporter counters its rule reads beyond the exporter's default list (the
+            C(gpu_alert_rules) filter's C(non_default_counters)). An alert whose counters no exporter reports gets a
+            warning finding C(monitoring-counters-not-exported) (it can never fire); asked once, after the wait.
+        type: dict
+        default: {}
   gpu_overview:
     description:
       - Also ask, per node, for the GPUs reporting metrics (distinct C(UUID)s of C(DCGM_FI_DEV_GPU_TEMP)) and the
@@ -134,8 +141,9 @@ gpu_overview:
 health:
   description:
     - With O(gpu_health), C(rows) (per GPU node - C(node), C(gpus), C(exporter_up), C(gpu_series)) and C(findings)
-      (C(monitoring-exporter-not-scraped), C(monitoring-gpu-series-mismatch) - each with the object, evidence, cause
-      and fix), from the last round.
+      (C(monitoring-exporter-not-scraped), C(monitoring-gpu-series-mismatch) errors, from the last round, and
+      C(monitoring-counters-not-exported) warnings for O(gpu_health.counters) - each with the severity, object,
+      evidence, cause and fix).
   returned: when O(gpu_health) is given and Prometheus answered
   type: dict
 """
@@ -162,6 +170,7 @@ ARGUMENT_SPEC = dict(
             "nodes": {"type": "list", "elements": "dict", "required": True},
             "timeout": {"type": "int", "default": 0},
             "interval": {"type": "int", "default": 5},
+            "counters": {"type": "dict", "default": {}},
         },
     },
     url={"type": "str"},
@@ -230,7 +239,13 @@ def _health(reader, p):
         return (got, health), unmet
 
     outcome = _readiness.Waiter(timeout=max(spec["timeout"], 0), interval=max(spec["interval"], 1)).wait(probe)
-    return outcome.snapshot
+    got, health = outcome.snapshot
+    query = _monitoring.counters_query(spec["counters"] or {})
+    if query and any(row["exporter_up"] for row in health["rows"]):
+        present = _ask(reader, p, {"counters": query})["counters"]
+        got = {**got, "counters": present}
+        health = {**health, "findings": health["findings"] + _monitoring.counter_findings(spec["counters"], present)}
+    return got, health
 
 
 def run(ctx):

@@ -365,3 +365,63 @@ def test_templates_survive_ansible(tmp_path):
     tasks = json.loads(r.stdout)["plays"][0]["tasks"]
     got = tasks[1]["hosts"]["localhost"]["_r.prometheus_rule"]
     assert got == ga.prometheus_rule({"idle_window": "2h"}, "gpu-alerts", "monitoring")
+
+
+# --- the exporter's collectors CSV -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "extra"),
+    [
+        ({}, ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", *(name for _, name in ga.NVLINK_COUNTERS)]),
+        (
+            {"throttle_source": "clock_events"},
+            [
+                "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                *(name for _, name in ga.NVLINK_COUNTERS),
+                "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+            ],
+        ),
+    ],
+)
+def test_collectors_csv_is_the_default_list_then_what_the_rules_read(thresholds, extra):
+    csv = ga.collectors_csv(thresholds)
+    fields = ga.collected_fields(csv)
+    assert fields == [f for f, _, _ in ga.DEFAULT_COLLECTORS] + extra  # each once, in order
+    assert set(fields[: len(ga.DEFAULT_COLLECTORS)]) == CSV_ENABLED
+    for line in csv.splitlines():
+        if line and not line.startswith("#"):
+            field, kind, text = (part.strip() for part in line.split(",", 2))
+            assert kind in ("gauge", "counter", "label") and text, line
+    assert ga.missing_counters(thresholds, csv) == {}
+
+
+def test_every_counter_the_rules_read_is_in_the_default_list_or_has_a_csv_line():
+    default = {f for f, _, _ in ga.DEFAULT_COLLECTORS}
+    for mode in ("thresholds", "clock_events"):
+        for alert, rule in rules({"throttle_source": mode}).items():
+            for name in set(re.findall(r"\bDCGM_[A-Z0-9_]+", rule["expr"])):
+                assert name in default or name in ga.EXTRA_COLLECTORS, (alert, name)
+
+
+DEFAULT_MISSING = {
+    "GPUUncorrectableECCError": ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"],
+    "GPUNVLinkErrors": [n for _, n in ga.NVLINK_COUNTERS],
+}
+
+
+@pytest.mark.parametrize(
+    ("csv", "missing"),
+    [
+        (None, DEFAULT_MISSING),
+        ("", DEFAULT_MISSING),
+        (
+            "# a user's CSV\nDCGM_FI_DEV_GPU_TEMP, gauge, t\n# DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, commented out\n"
+            + "".join(f"{n}, counter, x\n" for _, n in ga.NVLINK_COUNTERS),
+            {"GPUUncorrectableECCError": ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"]},
+        ),
+    ],
+    ids=["no-csv", "empty-csv", "user-csv"],
+)
+def test_missing_counters(csv, missing):
+    assert ga.missing_counters({}, csv) == missing

@@ -549,3 +549,32 @@ def test_metrics_by_node():
         "a": {"alerts": [], "reporting": 8},
         "b": {"alerts": ["GPUExporterDown"], "reporting": 0},
     }
+
+
+# --- counters the alert rules read beyond the exporter's default list ------------------------------------------------
+
+
+def test_counters_query_names_each_counter_once():
+    q = _monitoring.counters_query({"A": ["X_1", "X_2"], "B": ["X_2"]})
+    assert q == 'group by (__name__) ({__name__=~"X_1|X_2"})'
+    assert _monitoring.counters_query({}) is None and _monitoring.counters_query({"A": []}) is None
+
+
+@pytest.mark.parametrize(
+    ("present", "alerts"),
+    [(["X_1", "X_2"], []), (["X_1"], ["A", "B"]), ([], ["A", "B"]), (["X_2"], ["A"])],
+)
+def test_counter_findings_name_the_alerts_that_cannot_fire(present, alerts):
+    got = _monitoring.counter_findings(
+        {"A": ["X_1", "X_2"], "B": ["X_2"]}, [{"metric": {"__name__": n}, "value": [0, "1"]} for n in present]
+    )
+    assert [f["object"]["name"] for f in got] == alerts
+    assert all(f["severity"] == "warning" and f["object"]["kind"] == "Alert" for f in got)
+    for f in got:
+        missing = [n for n in {"A": ["X_1", "X_2"], "B": ["X_2"]}[f["object"]["name"]] if n not in present]
+        assert f["evidence"] == [f"no exporter reports {', '.join(missing)}"]
+
+
+def test_build_hands_the_alert_counters_to_the_health_check():
+    built = _monitoring.build({"monitoring_mode": "attach", "monitoring_nvidia": True}, [], None)
+    assert set(built["alert_counters"]) == {"GPUUncorrectableECCError", "GPUNVLinkErrors"}

@@ -154,3 +154,39 @@ def test_gpu_overview_per_node(run_module, prom):
     result, failed = run_module(prometheus_query, {"url": p.url, "gpu_overview": True})
     assert not failed, result
     assert result["gpu_overview"] == {"dgx-0": {"alerts": ["GPUXidFallenOffBus(gpu 3)"], "reporting": 7}}
+
+
+COUNTERS = {"GPUNVLinkErrors": ["DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"], "GPUUncorrectableECCError": ["X_ECC"]}
+COUNTERS_Q = 'group by (__name__) ({__name__=~"DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL|X_ECC"})'
+
+
+@pytest.mark.parametrize(
+    ("present", "warned"),
+    [
+        (["DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "X_ECC"], []),
+        (["X_ECC"], ["GPUNVLinkErrors"]),
+        ([], ["GPUNVLinkErrors", "GPUUncorrectableECCError"]),
+    ],
+)
+def test_gpu_health_warns_about_alerts_whose_counters_no_exporter_reports(run_module, prom, present, warned):
+    p = prom(
+        {
+            UP: vec("node", {"dgx-0": 1}),
+            SERIES: vec("Hostname", {"dgx-0": 8}),
+            COUNTERS_Q: [{"metric": {"__name__": n}, "value": [1, "1"]} for n in present],
+        }
+    )
+    result, failed = run_module(prometheus_query, {"url": p.url, "gpu_health": {"nodes": NODES, "counters": COUNTERS}})
+    assert not failed, result
+    findings = result["health"]["findings"]
+    assert [f["object"]["name"] for f in findings] == warned
+    assert {f["severity"] for f in findings} <= {"warning"}
+    assert all(f["id"] == "monitoring-counters-not-exported" and "never fire" in f["cause"] for f in findings)
+
+
+def test_no_counter_question_while_no_exporter_is_up(run_module, prom):
+    p = prom({UP: vec("node", {}), SERIES: vec("Hostname", {})})
+    result, failed = run_module(prometheus_query, {"url": p.url, "gpu_health": {"nodes": NODES, "counters": COUNTERS}})
+    assert not failed
+    assert [f["id"] for f in result["health"]["findings"]] == ["monitoring-exporter-not-scraped"]
+    assert COUNTERS_Q not in p.asked
