@@ -927,7 +927,7 @@ def collected_fields(csv_text: str) -> list[str]:
 def missing_counters(thresholds: Mapping[str, Any] | None, csv_text: str | None) -> dict[str, list[str]]:
     """Alert -> the counters its rule reads that this collectors CSV does not enable (``None`` or empty: the
     exporter's default list)."""
-    fields = set(collected_fields(csv_text) if csv_text else (f for f, _, _ in DEFAULT_COLLECTORS))
+    fields = set(collected_fields(csv_text) if csv_text else (row[0] for row in DEFAULT_COLLECTORS))
     out = {}
     for alert, names in non_default_counters(thresholds).items():
         missing = [n for n in names if n not in fields]

@@ -90,7 +90,7 @@ def test_a_survey_answer_the_argument_spec_rejects_stops_the_job_before_any_chan
 def test_sliced_host_preparation_touches_every_host_exactly_once(tmp_path):
     """The prepare template (job_slice_count from awx/job_templates.yml) over an inventory of two GPU hosts and the
     controller: each GPU host is prepared in exactly one slice, the controller in none (no cluster-plane play)."""
-    _, hv = dgx_and_l40s(tmp_path / "hosts")
+    hv = dgx_and_l40s(tmp_path / "hosts")[1]
     groups = {"gpu_nodes": hv, "cluster_controller": CONTROLLER}
     count = TEMPLATES["gpuops - prepare hosts"]["job_slice_count"]
     seen: dict[str, list[int]] = {}

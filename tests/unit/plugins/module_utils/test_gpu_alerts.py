@@ -373,12 +373,12 @@ def test_templates_survive_ansible(tmp_path):
 @pytest.mark.parametrize(
     ("thresholds", "extra"),
     [
-        ({}, ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", *(name for _, name in ga.NVLINK_COUNTERS)]),
+        ({}, ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", *(pair[1] for pair in ga.NVLINK_COUNTERS)]),
         (
             {"throttle_source": "clock_events"},
             [
                 "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-                *(name for _, name in ga.NVLINK_COUNTERS),
+                *(pair[1] for pair in ga.NVLINK_COUNTERS),
                 "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
             ],
         ),
@@ -387,7 +387,7 @@ def test_templates_survive_ansible(tmp_path):
 def test_collectors_csv_is_the_default_list_then_what_the_rules_read(thresholds, extra):
     csv = ga.collectors_csv(thresholds)
     fields = ga.collected_fields(csv)
-    assert fields == [f for f, _, _ in ga.DEFAULT_COLLECTORS] + extra  # each once, in order
+    assert fields == [row[0] for row in ga.DEFAULT_COLLECTORS] + extra  # each once, in order
     assert set(fields[: len(ga.DEFAULT_COLLECTORS)]) == CSV_ENABLED
     for line in csv.splitlines():
         if line and not line.startswith("#"):
@@ -397,7 +397,7 @@ def test_collectors_csv_is_the_default_list_then_what_the_rules_read(thresholds,
 
 
 def test_every_counter_the_rules_read_is_in_the_default_list_or_has_a_csv_line():
-    default = {f for f, _, _ in ga.DEFAULT_COLLECTORS}
+    default = {row[0] for row in ga.DEFAULT_COLLECTORS}
     for mode in ("thresholds", "clock_events"):
         for alert, rule in rules({"throttle_source": mode}).items():
             for name in set(re.findall(r"\bDCGM_[A-Z0-9_]+", rule["expr"])):
@@ -406,7 +406,7 @@ def test_every_counter_the_rules_read_is_in_the_default_list_or_has_a_csv_line()
 
 DEFAULT_MISSING = {
     "GPUUncorrectableECCError": ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"],
-    "GPUNVLinkErrors": [n for _, n in ga.NVLINK_COUNTERS],
+    "GPUNVLinkErrors": [pair[1] for pair in ga.NVLINK_COUNTERS],
 }
 
 
@@ -417,7 +417,7 @@ DEFAULT_MISSING = {
         ("", DEFAULT_MISSING),
         (
             "# a user's CSV\nDCGM_FI_DEV_GPU_TEMP, gauge, t\n# DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, commented out\n"
-            + "".join(f"{n}, counter, x\n" for _, n in ga.NVLINK_COUNTERS),
+            + "".join(f"{pair[1]}, counter, x\n" for pair in ga.NVLINK_COUNTERS),
             {"GPUUncorrectableECCError": ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"]},
         ),
     ],
