@@ -115,7 +115,7 @@ do_molecule_scenarios() { # do_molecule_scenarios SCENARIO...
 # directory and ports; the molecule configs follow GPUOPS_LAB_STATE and GPUOPS_LAB_CHART_REPO_PORT.
 lab_env() { # lab_env a|b|c|d
   local base
-  case $1 in a) base=9000 ;; b) base=1000 ;; c) base=4000 ;; d) base=7000 ;; esac
+  case $1 in a) base=2000 ;; b) base=1000 ;; c) base=4000 ;; d) base=7000 ;; esac
   export GPUOPS_LAB_STATE="$repo/.state/lab-$1" GPUOPS_LAB_ETCD_PORT=$((23790 + base)) \
     GPUOPS_LAB_ETCD_PEER_PORT=$((23800 + base)) GPUOPS_LAB_APISERVER_PORT=$((16443 + base)) \
     GPUOPS_LAB_KCM_PORT=$((20257 + base)) GPUOPS_LAB_SCHEDULER_PORT=$((20259 + base)) \

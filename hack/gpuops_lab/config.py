@@ -55,6 +55,34 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
     return out
 
 
+# Linux picks the local port of every outgoing connection from this range, so a lab port inside it is taken at
+# random by whatever connects at the time the lab starts (stop 20's CI: etcd's peer port 32800)
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def ephemeral_range(path: str | Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+    """The kernel's ephemeral port range; Linux's default (32768-60999) where the file cannot be read."""
+    try:
+        low, high = (int(x) for x in Path(path).read_text(encoding="utf-8").split()[:2])
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def refuse_ephemeral(named: dict[str, int], range_file: str | Path = EPHEMERAL_RANGE_FILE) -> None:
+    """Raise a LabError naming every port (label -> port) inside the kernel's ephemeral range."""
+    low, high = ephemeral_range(range_file)
+    inside = sorted(label for label, port in named.items() if low <= port <= high)
+    if inside:
+        from .errors import LabError
+
+        raise LabError(
+            f"{', '.join(inside)}: inside the kernel's ephemeral port range {low}-{high} ({EPHEMERAL_RANGE_FILE}); "
+            f"any outgoing connection may hold such a port when the lab starts; choose ports below {low} "
+            f"(or above {high})"
+        )
+
+
 @dataclass(frozen=True)
 class LabConfig:
     state: Path
@@ -91,6 +119,10 @@ class LabConfig:
 
                 raise LabError(f"{var}={raw!r} is not a TCP port number (1-65535); unset it or fix it")
             ports[name] = int(raw)
+        refuse_ephemeral(
+            {f"{PORT_DEFAULTS[n][0]}={p} ({n})": p for n, p in ports.items()},
+            env.get("GPUOPS_LAB_EPHEMERAL_RANGE_FILE", EPHEMERAL_RANGE_FILE),
+        )
         return cls(state=state, cache=cache, versions=read_versions(), ports=ports)
 
     # binaries, built by hack/cluster/build.sh outside the repository

@@ -54,7 +54,7 @@ from typing import Any
 import yaml
 
 from . import dcgm, node_exporter
-from .config import HACK, LabConfig
+from .config import EPHEMERAL_RANGE_FILE, HACK, LabConfig, refuse_ephemeral
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
 
@@ -85,8 +85,13 @@ def port(cfg: LabConfig, name: str) -> int:
     if raw:
         if not raw.isdigit() or not 0 < int(raw) < 65536:
             raise LabError(f"{var}={raw!r} is not a TCP port number (1-65535); unset it or fix it")
-        return int(raw)
-    return cfg.ports["nfd-master"] + offset
+        chosen = int(raw)
+    else:
+        chosen = cfg.ports["nfd-master"] + offset
+    refuse_ephemeral(
+        {f"{var}={chosen} ({name})": chosen}, os.environ.get("GPUOPS_LAB_EPHEMERAL_RANGE_FILE", EPHEMERAL_RANGE_FILE)
+    )
+    return chosen
 
 
 def binary(cfg: LabConfig, name: str) -> Path:

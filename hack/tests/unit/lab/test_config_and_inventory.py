@@ -79,3 +79,44 @@ def test_nfd_crds_come_from_the_fixture_chart():
     from gpuops_lab import nfd
 
     assert [p.name for p in nfd.crd_files()] == ["nodefeaturegroups.yaml", "nodefeaturerules.yaml", "nodefeatures.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("range_text", "env", "rejected"),
+    [
+        ("32768\t60999\n", {"GPUOPS_LAB_ETCD_PEER_PORT": "32800"}, "GPUOPS_LAB_ETCD_PEER_PORT=32800"),
+        ("32768\t60999\n", {"GPUOPS_LAB_APISERVER_PORT": "60999"}, "GPUOPS_LAB_APISERVER_PORT=60999"),
+        ("10000 20000\n", {}, "GPUOPS_LAB_APISERVER_PORT=16443"),
+        # a follower port (nfd-master + 3) inside the range is named too
+        ("30003 30003\n", {"GPUOPS_LAB_NFD_MASTER_PORT": "30000"}, "GPUOPS_LAB_KUEUE_WEBHOOK_PORT=30003"),
+        ("32768\t60999\n", {"GPUOPS_LAB_APISERVER_PORT": "32767"}, None),
+        ("32768\t60999\n", {"GPUOPS_LAB_APISERVER_PORT": "61000"}, None),
+        ("garbage", {"GPUOPS_LAB_ETCD_PEER_PORT": "32800"}, "32768-60999"),  # unreadable: Linux's default range
+    ],
+)
+def test_ports_in_the_ephemeral_range_are_refused(tmp_path, range_text, env, rejected):
+    rng = tmp_path / "ip_local_port_range"
+    rng.write_text(range_text, encoding="utf-8")
+    env = {"GPUOPS_LAB_STATE": str(tmp_path), "GPUOPS_LAB_EPHEMERAL_RANGE_FILE": str(rng), **env}
+    if rejected is None:
+        assert LabConfig.load(env).ports
+        return
+    with pytest.raises(LabError, match="ephemeral port range") as err:
+        LabConfig.load(env)
+    assert rejected in str(err.value)
+
+
+def test_make_test_labs_use_ports_outside_the_ephemeral_range():
+    """Every lab hack/run-tests.sh starts (lab_env a|b|c|d) keeps all its ports below Linux's default range."""
+    import re
+    from pathlib import Path
+
+    script = (Path(__file__).resolve().parents[4] / "hack" / "run-tests.sh").read_text(encoding="utf-8")
+    bases = [int(b) for b in re.findall(r"[a-z]\) base=(\d+) ;;", script)]
+    assert len(bases) == 4
+    exports = dict(re.findall(r"(GPUOPS_LAB_\w+_PORT)=\$\(\((\d+) \+ base\)\)", script))
+    assert "GPUOPS_LAB_ETCD_PEER_PORT" in exports
+    for base in bases:
+        env = {var: str(int(port) + base) for var, port in exports.items()}
+        env["GPUOPS_LAB_EPHEMERAL_RANGE_FILE"] = "/nonexistent"  # Linux's default range, whatever this host has
+        assert max(LabConfig.load(env).ports.values()) < 32768, base

@@ -444,3 +444,14 @@ def test_simulated_operator_renders_the_exporters_service_and_servicemonitor():
     ds = nvidia.daemonset_manifest(nvidia.OPERAND_BY_KEY["dcgm-exporter"], {"spec": {}}, NS, nvidia.DEFAULT_INSTANCE)
     container = ds["spec"]["template"]["spec"]["containers"][0]
     assert container["ports"] == [{"name": "metrics", "containerPort": 9400}]
+
+
+def test_monitoring_ports_in_the_ephemeral_range_are_refused(tmp_path, monkeypatch):
+    rng = tmp_path / "ip_local_port_range"
+    rng.write_text("20310 20310\n", encoding="utf-8")
+    monkeypatch.setenv("GPUOPS_LAB_EPHEMERAL_RANGE_FILE", str(rng))
+    monkeypatch.delenv("GPUOPS_LAB_PROMETHEUS_PORT", raising=False)
+    cfg = LabConfig.load({"GPUOPS_LAB_STATE": str(tmp_path), "GPUOPS_LAB_EPHEMERAL_RANGE_FILE": str(rng)})
+    assert monitoring.port(cfg, "kube-state-metrics") == 20312
+    with pytest.raises(LabError, match=r"GPUOPS_LAB_PROMETHEUS_PORT=20310 \(prometheus\): inside"):
+        monitoring.port(cfg, "prometheus")
