@@ -9,7 +9,7 @@ export ANSIBLE_HOME="$repo/.state/ansible-home" PY_COLORS=0 ANSIBLE_FORCE_COLOR=
 export PYTHONPYCACHEPREFIX="$repo/.state/pycache"; unset PYTHONDONTWRITEBYTECODE  # bytecode written once (Makefile)
 export ANSIBLE_INTERNAL_POLL_INTERVAL=0.01  # as ansible.cfg, also for molecule's own config (less CPU spinning)
 lab() { python -m gpuops_lab "$@"; }
-declare -A took
+declare -A took cpu
 order=()
 t_start=$(date +%s.%N)
 fail=0
@@ -128,7 +128,7 @@ molecule_on() { # molecule_on a|b|c|d SCENARIO...: a lab of its own, up, the sce
     lab_env "$1"; shift
     lab up --inventory-nodes && do_molecule_scenarios "$@"
     rc=$?
-    lab down >/dev/null 2>&1
+    lab down 2>&1 | grep '^lab CPU'  # what the lab's daemons cost (benchmarks/README.md)
     exit $rc
   )
 }
@@ -150,13 +150,24 @@ molecule_scenarios() { # molecule_scenarios a|b|c|d: the scenarios of that lab t
   done
 }
 
-timed() { # timed NAME CMD...: runs CMD with its output in .state/stages/NAME.log; writes NAME.took and NAME.rc
+timed() { # timed NAME CMD...: runs CMD with its output in .state/stages/NAME.log; writes NAME.took, NAME.cpu
+  # (CPU seconds of the processes it waited for: ansible-playbook, modules, Helm, pytest; the lab's daemons are
+  # not among them: `lab down` prints theirs) and NAME.rc
   local name=$1 t0 rc; shift
   t0=$(date +%s.%N)
+  times > ".state/stages/$name.times0"  # a builtin, in this shell: $(times) would read a fresh subshell's zeros
   "$@" > ".state/stages/$name.log" 2>&1
   rc=$?
   python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)" \
     > ".state/stages/$name.took"
+  times > ".state/stages/$name.times1"
+  python - ".state/stages/$name.times0" ".state/stages/$name.times1" > ".state/stages/$name.cpu" <<'PY'
+import re, sys
+def secs(path):  # bash `times`, its second line is the children's: "1m2.345s 0m6.789s" (user, system)
+    line = open(path, encoding="utf-8").read().splitlines()[-1]
+    return sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", line))
+print(f"{secs(sys.argv[2]) - secs(sys.argv[1]):.1f}")
+PY
   echo $rc > ".state/stages/$name.rc"
   return $rc
 }
@@ -187,7 +198,7 @@ integration_on_d() {
     lab_env d
     lab up --inventory-nodes && do_integration_half d
     rc=$?
-    lab down >/dev/null 2>&1
+    lab down 2>&1 | grep '^lab CPU'
     exit $rc
   )
 }
@@ -208,6 +219,7 @@ run_all() { # the three streams; each stage's output is printed, in this order, 
       cat ".state/stages/$n.log"
       rc=$(cat ".state/stages/$n.rc")
       took[$n]=$(cat ".state/stages/$n.took")
+      cpu[$n]=$(cat ".state/stages/$n.cpu" 2>/dev/null)
       order+=("$n")
       shown+=("$n")
       if [ "$rc" != 0 ]; then echo "FAILED: stage $n (exit $rc)"; fail=1; fi
@@ -222,6 +234,7 @@ run_all() { # the three streams; each stage's output is printed, in this order, 
           printf '\n===== %s =====\n' "$n"
           cat ".state/stages/$n.log"
           took[$n]=$(cat ".state/stages/$n.took")
+          cpu[$n]=$(cat ".state/stages/$n.cpu" 2>/dev/null)
           order+=("$n")
           [ "$(cat ".state/stages/$n.rc")" = 0 ] || { echo "FAILED: stage $n"; fail=1; }
         else
@@ -254,8 +267,8 @@ mkdir -p .state
   for n in "${order[@]}"; do printf '%s"%s": %s' "$sep" "$n" "${took[$n]}"; sep=", "; done
   printf '}\n'
 } > .state/test-timings.json
-printf '\n===== stage timings (s) =====\n'
-for n in "${order[@]}"; do printf '%-12s %8s\n' "$n" "${took[$n]}"; done
+printf '\n===== stage timings (s): wall, CPU =====\n'
+for n in "${order[@]}"; do printf '%-12s %8s %8s\n' "$n" "${took[$n]}" "${cpu[$n]:-}"; done
 printf '%-12s %8s\n' "wall" "$(python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t_start" "$(date +%s.%N)")"
 # CI shows only the last lines of this output: end with what failed, in a few lines per failed stage
 if [ $fail -ne 0 ] && [ "$what" = all ]; then

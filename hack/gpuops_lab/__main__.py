@@ -99,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
                 got = dcgm.read_faults(cfg.state)
             print(json.dumps(got, indent=1, sort_keys=True))
         elif args.cmd == "down":
+            used = lab.cpu()
+            if used:
+                total = sum(used.values())
+                top = ", ".join(f"{n} {s:.1f}" for n, s in sorted(used.items(), key=lambda kv: -kv[1]))
+                print(f"lab CPU seconds: {total:.1f} ({top})")
             stopped = lab.down()
             print(f"stopped: {', '.join(stopped) or 'nothing was running'}; removed {cfg.state}")
         elif args.cmd == "status":

@@ -445,6 +445,14 @@ class Lab:
             kueue.deregister_webhooks(self._api())
         return self.proc("kueue").stop()
 
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds each running lab process has used so far (make test prints it at `down`: what a lab costs)."""
+        from . import monitoring
+
+        names = [*ORDER, "kueue", *monitoring.COMPONENTS]
+        used = {n: self.proc(n).cpu_seconds() for n in dict.fromkeys(names)}
+        return {n: s for n, s in used.items() if s is not None}
+
     def down(self) -> list[str]:
         from . import monitoring  # started only when asked (monitoring.start); stopped with the lab
 

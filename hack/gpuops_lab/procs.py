@@ -55,6 +55,18 @@ class Proc:
     def alive(self) -> bool:
         return self.pid() is not None
 
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU seconds the process (and the children it waited for) has used; None when not running."""
+        pid = self.pid()
+        if pid is None:
+            return None
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            return None
+        # after the command: state is field 3, utime 14, stime 15, cutime 16, cstime 17 (proc(5))
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
     def tail(self, lines: int = 20) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

@@ -43,7 +43,8 @@ def plays_that_act(tag: str) -> set[str]:
         # the sharing fields land through the GPU Operator's release: both layers run both plays
         ("sharing", {"GPU sharing per node pool", "NVIDIA GPU Operator", "GPU sharing validation"}),
         ("network", {"NVIDIA Network Operator", "SR-IOV Network Operator"}),
-        ("batch", {"Batch layer - queues and quotas as code"}),
+        ("schedulers", {"Batch layer - queues and quotas as code"}),
+        ("batch", {"Batch layer - queues and quotas as code"}),  # the earlier name, kept as an alias
         ("monitoring", {"Monitoring - GPU metrics, alerts and dashboards"}),
         (
             "operators",
