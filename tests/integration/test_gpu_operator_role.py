@@ -261,6 +261,10 @@ def test_lifecycle(env, add_nodes, core):
         json.dumps({"gpu_operator_chart_version": "v26.3.1", "gpu_operator_mig_strategy": "mixed"}),
     )
     assert r.returncode == 0 and recap(r.stdout)["changed"] > 0, r.stdout[-4000:]
+    # the rendered manifests' diff and the values that differ (helm_release_apply); the release is unchanged
+    assert re.search(r"^-\s+strategy: single$", r.stdout, re.M), r.stdout[-4000:]
+    assert re.search(r"^\+\s+strategy: mixed$", r.stdout, re.M), r.stdout[-4000:]
+    assert "values differ at mig.strategy" in r.stdout, r.stdout[-4000:]
     assert cluster_policy(api)["spec"]["mig"]["strategy"] == "single"
 
     # upgrade to v26.7.0: its CRD adds fields (the new scrapeTimeout default would be rejected by the old
