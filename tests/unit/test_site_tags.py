@@ -61,3 +61,31 @@ def plays_that_act(tag: str) -> set[str]:
 )
 def test_one_tag_per_layer(tag, want):
     assert plays_that_act(tag) == want
+
+
+@pytest.mark.parametrize(
+    ("limit", "said"),
+    [
+        ("dgx-h100-0", True),  # a GPU host alone: its host plane only, and the run says so
+        ("cluster_controller,dgx-h100-0", False),
+    ],
+)
+def test_a_limit_without_the_controller_is_said(limit, said):
+    """--limit that leaves out cluster_controller runs the host plane only; the run names what it leaves out. Only the
+    always-tagged plays run here (--tags of no layer), so nothing is changed or even connected to."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    r = subprocess.run(
+        ["ansible-playbook", "site.yml", "-i", "inventories/local", "--limit", limit, "--tags", "no-such-layer"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    out = re.sub(r"\s+", " ", r.stdout)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    # the message's own words (the task's name, shown when it is skipped, says "leaves out the cluster controller")
+    assert ("only the host plane of dgx-h100-0 runs" in out) is said, out[-3000:]
+    if said:
+        assert "--limit dgx-h100-0 leaves out the cluster controller (localhost)" in out, out[-3000:]
+        assert "playbooks/onboard_node.yml" in out
