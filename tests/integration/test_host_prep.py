@@ -1,6 +1,7 @@
 """host_prep on fresh simulated hosts: --check --diff predicts exactly the changes the real run then makes
-(per host and per task) and writes nothing, the second run changes nothing, validate.yml alone passes under
---check, a short PF address (14:00.0) is accepted, and bad input fails before any change."""
+(per host and per task) and writes nothing (the second run changing nothing is molecule/host_prep's idempotence),
+validate.yml alone passes under --check, a short PF address (14:00.0) is accepted, and bad input fails before any
+change."""
 
 from __future__ import annotations
 
@@ -117,7 +118,7 @@ EXPECTED_CHANGES = {
 }
 
 
-def test_check_diff_predicts_the_real_run_then_idempotent(hosts):
+def test_check_diff_predicts_the_real_run(hosts):
     inv, trees = hosts
     before = {n: tree_digest(t) for n, t in trees.items()}
 
@@ -142,11 +143,7 @@ def test_check_diff_predicts_the_real_run_then_idempotent(hosts):
     assert "reboot_required: true" in r.stdout  # nouveau is in use on the L40S host
     vfs = trees["l40s"] / "sys/bus/pci/devices/0000:14:00.0"
     assert (vfs / "sriov_numvfs").read_text().strip() == "4"
-
-    r = play(inv)
-    assert r.returncode == 0, r.stdout[-5000:] + r.stderr
-    assert changed_tasks(r.stdout) == {}, changed_tasks(r.stdout)
-    assert all(v["changed"] == 0 for v in recap(r.stdout).values()), recap(r.stdout)
+    # (a second run changing nothing is molecule/host_prep's idempotence step, on the same hosts' profiles)
 
 
 def test_validate_alone_under_check(hosts, tmp_path):
