@@ -152,3 +152,13 @@ def test_the_inventory_source_is_a_gpu_nodes_file_of_the_project():
     assert src["source_project"] == CONFIG["project"]["name"]
     doc = yaml.safe_load((REPO / src["source_path"]).read_text())
     assert doc["plugin"] == "gpuops.platform.gpu_nodes" and src["source_path"].endswith("gpu_nodes.yml")
+
+
+def test_the_upgrade_survey_offers_only_versions_the_compatibility_table_knows():
+    from ansible_collections.gpuops.platform.plugins.module_utils import _upgrade
+
+    (question,) = [
+        q for q in TEMPLATES["gpuops - upgrade"]["survey_spec"]["spec"] if q["variable"] == "gpu_operator_chart_version"
+    ]
+    assert set(question["choices"]) <= set(_upgrade.GPU_OPERATOR), question["choices"]
+    assert question["default"] in question["choices"]

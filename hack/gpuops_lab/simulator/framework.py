@@ -1035,6 +1035,16 @@ class Context:
         return True
 
     # -- nodes -------------------------------------------------------------------------------------
+    def set_unschedulable(self, node: str | Mapping[str, Any], unschedulable: bool) -> Obj:
+        """Cordon (True) or uncordon (False) a node: spec.unschedulable, as `kubectl cordon` sets it."""
+        node = self._resolve(NODE, node)
+        if bool((node.get("spec") or {}).get("unschedulable")) == unschedulable:
+            return node
+        body = {"spec": {"unschedulable": True if unschedulable else None}}
+        new = self.client.patch("v1", "Node", Key.of(node).name, None, body, "merge")
+        self.log("%s Node %s", "cordoned" if unschedulable else "uncordoned", Key.of(node).name)
+        return self._stored(new)
+
     def patch_node_status(
         self,
         node: str | Mapping[str, Any],

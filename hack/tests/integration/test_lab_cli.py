@@ -53,9 +53,16 @@ def test_table_lists_inventory_nodes(cluster):
 
 def test_port_in_use_is_named_and_nothing_starts(cluster, tmp_path):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        # a port below the kernel's ephemeral range (the lab refuses those before it looks whether they are free)
+        for port in range(31000, 32000):
+            try:
+                s.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                continue
+        else:
+            raise AssertionError("no free port in 31000-31999 to hold")
         s.listen()
-        port = s.getsockname()[1]
         cfg = LabConfig.load(
             {**os.environ, "GPUOPS_LAB_STATE": str(tmp_path / "lab2"), "GPUOPS_LAB_ETCD_PORT": str(port)}
         )

@@ -104,6 +104,14 @@ Faults (per node, see faults.py):
   container itself is fine, so the stack above it and the GPUs are not affected (the validator checks the driver
   container, not peermem).
 
+- `driver-upgrade-fail`: a new driver version that keeps failing on the node: the driver upgrade controller
+  (below) replaces its pod, then puts the node in `upgrade-failed` and leaves it cordoned while the fault is on.
+
+Driver upgrades (driver_upgrade.py): the driver DaemonSet is always OnDelete, as upstream's; with
+`driver.upgradePolicy.autoUpgrade` the upgrade controller labels every driver node
+`nvidia.com/gpu-driver-upgrade-state` and replaces out-of-date driver pods node by node within
+maxParallelUpgrades/maxUnavailable (cordon, GPU pod deletion, optional drain, pod restart, validation, uncordon).
+
 Instances: `ClusterPolicyHandler(instance="x")` handles only ClusterPolicies and Nodes labelled
 `sim.gpuops.io/instance=x` (its DaemonSets select those nodes too); the default instance (None) handles
 only objects without that label, and its DaemonSets avoid labelled nodes; GFD's NodeFeatures follow the
@@ -139,7 +147,7 @@ from ..framework import (
     rfc3339,
     running_container_status,
 )
-from . import sharing
+from . import driver_upgrade, sharing
 
 CLUSTER_POLICY = Kind("nvidia.com/v1", "ClusterPolicy")
 SERVICE = Kind("v1", "Service")
@@ -169,6 +177,7 @@ FAULT_NFD_LABELS_MISSING = "nfd-labels-missing"
 FAULT_HOST_DRIVER_CONFLICT = "host-driver-conflict"
 FAULT_TOOLKIT_NOT_READY = "toolkit-not-ready"
 FAULT_PEERMEM_NOT_LOADED = "peermem-not-loaded"
+FAULT_DRIVER_UPGRADE_FAIL = driver_upgrade.FAULT_UPGRADE_FAIL
 PEERMEM_CONTAINER = "nvidia-peermem-ctr"
 NVIDIA_FAULTS = frozenset(
     {
@@ -178,6 +187,7 @@ NVIDIA_FAULTS = frozenset(
         FAULT_NFD_LABELS_MISSING,
         FAULT_HOST_DRIVER_CONFLICT,
         FAULT_TOOLKIT_NOT_READY,
+        FAULT_DRIVER_UPGRADE_FAIL,
     }
 )
 HOST_DRIVER_CONFLICT_CONDITION = "GpuOpsHostDriverConflict"
@@ -745,6 +755,10 @@ def daemonset_manifest(op: Operand, cp: Mapping[str, Any], namespace: str, insta
     }
     scope_to_instance(instance, pod_spec, node_selector)
     strategy: Obj = {"type": ds_cfg.get("updateStrategy") or "RollingUpdate"}
+    if op.key == "driver":
+        # assets/state-driver/0500_daemonset.yaml: OnDelete, never RollingUpdate (applyUpdateStrategyConfig skips
+        # the driver): the upgrade controller replaces its pods node by node (driver_upgrade.py)
+        strategy = {"type": "OnDelete"}
     if strategy["type"] == "RollingUpdate":
         max_unavailable = str((ds_cfg.get("rollingUpdate") or {}).get("maxUnavailable") or "1")
         strategy["rollingUpdate"] = {
@@ -753,6 +767,11 @@ def daemonset_manifest(op: Operand, cp: Mapping[str, Any], namespace: str, insta
     template_meta: Obj = {"labels": {**(ds_cfg.get("labels") or {}), "app": op.daemonset}}
     if ds_cfg.get("annotations"):
         template_meta["annotations"] = dict(ds_cfg["annotations"])
+    if op.key == "driver":
+        # which template a driver pod was made from (upstream compares controller revisions): the upgrade controller
+        # replaces the pods whose template is not the DaemonSet's now (driver_upgrade.py)
+        digest = hashlib.sha256(json.dumps([template_meta, pod_spec], sort_keys=True).encode()).hexdigest()[:16]
+        template_meta.setdefault("annotations", {})[driver_upgrade.TEMPLATE_ANNOTATION] = digest
     labels = {"app": op.daemonset}
     if instance != DEFAULT_INSTANCE:
         labels[INSTANCE_LABEL] = instance
@@ -1471,6 +1490,11 @@ class ClusterPolicyHandler(Handler):
                 self._set_resources(ctx, node, resources)
             self._set_conflict_condition(ctx, node, FAULT_HOST_DRIVER_CONFLICT in faults and "driver" in keys)
 
+        # 3b. the driver upgrade controller (k8s-operator-libs pkg/upgrade)
+        upgrade_requeue = self._driver_upgrade(ctx, driver_spec, namespace, owners)
+        if upgrade_requeue is not None:
+            requeue = min(requeue or upgrade_requeue, upgrade_requeue)
+
         # nfd-gc's part: GFD NodeFeatures of nodes that are gone
         existing_nodes = {n["metadata"]["name"] for n in ctx.list(NODE)}
         for nf in ctx.list(NODE_FEATURE, namespace):
@@ -1492,6 +1516,91 @@ class ClusterPolicyHandler(Handler):
             requeue = min(requeue or 30.0, 30.0)
         self._write_status(ctx, cp, state, namespace, conditions)
         return requeue
+
+    def _driver_upgrade(
+        self, ctx: Context, driver_spec: Mapping[str, Any], namespace: str, owners: Mapping[str, str]
+    ) -> float | None:
+        """One round of the driver upgrade controller over the driver nodes (driver_upgrade.plan); 1 s while a
+        node is on its way, so the next state follows."""
+        ds_name = OPERAND_BY_KEY["driver"].daemonset
+        ds = ctx.get(DAEMONSET, ds_name, namespace) if ds_name in owners else None
+        policy = driver_spec.get("upgradePolicy") or {}
+        template = ((ds or {}).get("spec") or {}).get("template") or {}
+        want = annotations_of(template).get(driver_upgrade.TEMPLATE_ANNOTATION)
+        pods = pods_by_node_and_owner(ctx.list(POD, namespace=namespace), {ds_name: owners.get(ds_name, "")})
+        views: list[driver_upgrade.NodeView] = []
+        by_name: dict[str, Obj] = {}
+        for node in ctx.list(NODE):
+            labels = labels_of(node)
+            if not in_scope(node, self.instance) or (
+                labels.get(DEPLOY_PREFIX + "driver") != "true" and driver_upgrade.STATE_LABEL not in labels
+            ):
+                continue
+            name = node["metadata"]["name"]
+            by_name[name] = node
+            if ds is None or labels.get(DEPLOY_PREFIX + "driver") != "true":
+                # no driver here (any more): the label goes, as upstream's cleanup does
+                views.append(driver_upgrade.NodeView(name, "cleanup", True, False, False, False))
+                continue
+            pod = pods.get((name, ds_name))
+            views.append(
+                driver_upgrade.NodeView(
+                    name,
+                    labels.get(driver_upgrade.STATE_LABEL, ""),
+                    in_sync=pod is None or annotations_of(pod).get(driver_upgrade.TEMPLATE_ANNOTATION) == want,
+                    pod_exists=pod is not None,
+                    pod_ready=pod is not None and is_pod_ready(pod),
+                    unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+                    initially_unschedulable=annotations_of(node).get(driver_upgrade.INITIAL_STATE_ANNOTATION) == "true",
+                    failing=driver_upgrade.FAULT_UPGRADE_FAIL in ctx.faults_for(node),
+                    skip=labels.get(driver_upgrade.SKIP_LABEL) == "true",
+                )
+            )
+        for v in [v for v in views if v.state == "cleanup"]:
+            ctx.patch_metadata(by_name[v.name], labels={driver_upgrade.STATE_LABEL: None})
+        views = [v for v in views if v.state != "cleanup"]
+        steps = driver_upgrade.plan(views, policy)
+        for step in steps:
+            node = by_name[step.node]
+            if step.record_initial and (node.get("spec") or {}).get("unschedulable"):
+                node = ctx.patch_metadata(node, annotations={driver_upgrade.INITIAL_STATE_ANNOTATION: "true"})
+            if step.cordon or step.uncordon:
+                node = ctx.set_unschedulable(node, step.cordon)
+            if step.delete_gpu_pods or step.drain:
+                self._evict_for_upgrade(ctx, step.node, namespace, gpu_only=not step.drain)
+            if step.delete_driver_pod and (pod := pods.get((step.node, ds_name))) is not None:
+                ctx.delete_object(pod)
+            if step.state is not None:
+                annotations = (
+                    {driver_upgrade.INITIAL_STATE_ANNOTATION: None} if step.state == driver_upgrade.DONE else None
+                )
+                label = step.state or None
+                ctx.patch_metadata(node, labels={driver_upgrade.STATE_LABEL: label}, annotations=annotations)
+            for note in step.notes:
+                self._warn_once(ctx, f"node {step.node}: driver upgrade: {note}")
+        moving = any(v.state not in (driver_upgrade.UNKNOWN, driver_upgrade.DONE) for v in views) or any(
+            s.state not in (None, driver_upgrade.DONE, driver_upgrade.UNKNOWN) for s in steps
+        )
+        return 1.0 if moving and policy.get("autoUpgrade") else None
+
+    def _evict_for_upgrade(self, ctx: Context, node: str, namespace: str, gpu_only: bool) -> None:
+        """gpuPodDeletion: the node's pods that request nvidia.com/gpu, outside the operator's namespace; drain:
+        every pod of the node that no DaemonSet owns."""
+        for pod in ctx.list(POD):
+            spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+            if spec.get("nodeName") != node or meta.get("deletionTimestamp"):
+                continue
+            if any(r.get("kind") == "DaemonSet" for r in meta.get("ownerReferences") or ()):
+                continue
+            if gpu_only:
+                asks = any(
+                    "nvidia.com/gpu" in ((c.get("resources") or {}).get(k) or {})
+                    for c in spec.get("containers") or ()
+                    for k in ("limits", "requests")
+                )
+                if not asks or meta.get("namespace") == namespace:
+                    continue
+            ctx.delete_object(pod)
 
     def _dcgm_exporter_objects(self, ctx: Context, cp: Obj, namespace: str, enabled: bool) -> None:
         """The exporter's Service, and its ServiceMonitor when dcgmExporter.serviceMonitor.enabled and the

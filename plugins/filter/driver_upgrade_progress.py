@@ -1,0 +1,96 @@
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: driver_upgrade_progress
+short_description: Where the GPU Operator's driver upgrade stands, node by node
+version_added: 0.3.0
+author: gpuops.platform maintainers
+description:
+  - Reads the driver upgrade controller's node label C(nvidia.com/gpu-driver-upgrade-state) (NVIDIA
+    k8s-operator-libs C(pkg/upgrade), driver name C(gpu)) and sorts the nodes into done, in progress, pending,
+    failed and skipped (label C(nvidia.com/gpu-driver-upgrade.skip=true)); the collection's private module_utils
+    C(_upgrade.progress).
+  - A node in C(upgrade-failed) is an error finding that says where to look and how to roll back.
+positional: driver_nodes, namespace
+options:
+  _input:
+    description: The Node objects.
+    type: list
+    elements: dict
+    required: true
+  driver_nodes:
+    description: The names of the nodes the driver runs on; null for every node that carries the state label.
+    type: list
+    elements: str
+  namespace:
+    description: The GPU Operator's namespace (for the messages).
+    type: str
+    default: gpu-operator
+"""
+
+EXAMPLES = r"""
+- name: Follow the driver upgrade
+  kubernetes.core.k8s_info:
+    kind: Node
+  register: _nodes
+  until: (_nodes.resources | gpuops.platform.driver_upgrade_progress(_driver_nodes)).complete
+  retries: 120
+  delay: 5
+"""
+
+RETURN = r"""
+_value:
+  description: The progress.
+  type: dict
+  contains:
+    states:
+      description: Node name to its state label (empty when not labelled yet).
+      type: dict
+    done:
+      description: Nodes in upgrade-done.
+      type: list
+      elements: str
+    in_progress:
+      description: Nodes between upgrade-required and upgrade-done.
+      type: list
+      elements: str
+    pending:
+      description: Nodes not started (no label yet, or upgrade-required).
+      type: list
+      elements: str
+    failed:
+      description: Nodes in upgrade-failed.
+      type: list
+      elements: str
+    skipped:
+      description: Nodes the skip label keeps out of the upgrade.
+      type: list
+      elements: str
+    complete:
+      description: Whether every node of the upgrade is upgrade-done.
+      type: bool
+    findings:
+      description: One error per failed node.
+      type: list
+      elements: dict
+"""
+
+from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _upgrade  # noqa: E402
+
+
+def driver_upgrade_progress(nodes, driver_nodes=None, namespace="gpu-operator"):
+    if not isinstance(nodes, list):
+        raise AnsibleFilterError("driver_upgrade_progress expects the Node objects (a list)")
+    if driver_nodes is not None and not isinstance(driver_nodes, list):
+        raise AnsibleFilterError("driver_upgrade_progress expects driver_nodes as a list of node names, or null")
+    return _upgrade.progress(nodes, driver_nodes, namespace)
+
+
+class FilterModule:
+    def filters(self):
+        return {"driver_upgrade_progress": driver_upgrade_progress}

@@ -1,0 +1,176 @@
+"""playbooks/upgrade.yml against the lab (issue 12): the GPU Operator from v26.3.1 to v26.7.0 with its driver bump
+(580.126.20 -> 595.91.07). The plan refuses an incompatible driver before any change; --check changes nothing; the
+real run upgrades the release (CRDs first, values verified by the role) and follows the simulated upgrade controller
+(hack/gpuops_lab/simulator/handlers/driver_upgrade.py, upstream's state machine) node by node: never more than
+maxParallelUpgrades nodes in progress (a watcher reads every node's state label throughout), GPU pods deleted before
+a node's driver is replaced, every node back to schedulable. A node whose new driver keeps failing stops the run,
+named, with the way back; once it is fixed, a second run finishes the job."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+
+import pytest
+import yaml
+from kubernetes import client
+from test_gpu_operator_role import KWOK, REPO, cluster_policy, play, releases
+
+STATE = "nvidia.com/gpu-driver-upgrade-state"
+NOT_IN_PROGRESS = ("", "upgrade-required", "upgrade-done")
+UPGRADE = REPO / "playbooks/upgrade.yml"
+
+
+@pytest.fixture
+def env(cluster, tmp_path):
+    ns = f"upg-{uuid.uuid4().hex[:6]}"
+    hostvars = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": str(REPO / ".venv/bin/python"),
+        "gpuops_kubeconfig": cluster.kubeconfig,
+        "gpuops_chart_repo_mirror": cluster.chart_repo_url,
+        # the lab's nodes carry NFD's labels; no NFD release here, and the GPU Operator's bundled one stays off
+        "gpuops_nfd_managed": False,
+        "gpu_operator_nfd_enabled": False,
+        "gpu_operator_namespace": ns,
+        "gpu_operator_operator_tolerations": KWOK,
+        "gpu_operator_tolerations": KWOK,
+        "gpu_operator_wait_timeout": 150,
+        "gpu_operator_driver_upgrade_policy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "50%"},
+        "gpuops_upgrade_timeout": 240,
+    }
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(yaml.safe_dump({"all": {"children": {"cluster_controller": {"hosts": {"localhost": hostvars}}}}}))
+    pb = tmp_path / "gpu_operator.yml"
+    pb.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "GPU operator",
+                    "hosts": "cluster_controller",
+                    "gather_facts": False,
+                    "roles": [{"role": "gpuops.platform.gpu_operator"}],
+                }
+            ]
+        )
+    )
+    yield {"inv": inv, "pb": pb, "ns": ns}
+    if releases(ns) or cluster_policy(cluster.api_client) is not None:
+        play(inv, pb, "-e", json.dumps({"gpu_operator_state": "absent"}))
+
+
+class Watcher(threading.Thread):
+    """Reads every node's upgrade state every 0.3 s: the most nodes in progress at once, and each node's states."""
+
+    def __init__(self, core):
+        super().__init__(daemon=True)
+        self.core, self.stop, self.peak, self.seen = core, threading.Event(), 0, {}
+
+    def run(self):
+        while not self.stop.is_set():
+            states = {n.metadata.name: (n.metadata.labels or {}).get(STATE, "") for n in self.core.list_node().items}
+            self.peak = max(self.peak, sum(1 for s in states.values() if s not in NOT_IN_PROGRESS))
+            for name, state in states.items():
+                seen = self.seen.setdefault(name, [])
+                if state and (not seen or seen[-1] != state):
+                    seen.append(state)
+            time.sleep(0.3)
+
+
+def driver_images(core, ns) -> dict[str, str]:
+    pods = core.list_namespaced_pod(ns, label_selector="app=nvidia-driver-daemonset").items
+    return {p.spec.node_name: p.spec.containers[0].image for p in pods if not p.metadata.deletion_timestamp}
+
+
+def test_upgrade_node_by_node_stops_on_a_failed_node_and_a_rerun_finishes(env, cluster, core, add_nodes, namespace):
+    api = cluster.api_client
+    dgx = add_nodes("dgx-h100", 1)[0]
+    bad = add_nodes("pcie-l40s", 1)[0]
+
+    r = play(env["inv"], env["pb"], "-e", json.dumps({"gpu_operator_chart_version": "v26.3.1"}))
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert cluster_policy(api)["spec"]["driver"]["version"] == "580.126.20"
+    deadline = time.monotonic() + 60  # the controller labels every in-sync driver node upgrade-done
+    while time.monotonic() < deadline and (core.read_node(dgx).metadata.labels or {}).get(STATE) != "upgrade-done":
+        time.sleep(1)
+    assert core.read_node(dgx).metadata.labels.get(STATE) == "upgrade-done"
+
+    # a driver the target release does not list: refused by the plan, nothing changed
+    r = play(
+        env["inv"],
+        UPGRADE,
+        "-e",
+        json.dumps({"gpu_operator_chart_version": "v26.7.0", "gpu_operator_driver_version": "580.126.20"}),
+    )
+    out = re.sub(r"\s+", " ", r.stdout)
+    assert r.returncode != 0 and "[upgrade-driver-unsupported]" in out and "Nothing was changed" in out, out[-3000:]
+    assert "helm rollback" in out  # the way back is printed before the first change
+
+    # --check changes nothing
+    r = play(env["inv"], UPGRADE, "--check", "-e", json.dumps({"gpu_operator_chart_version": "v26.7.0"}))
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert cluster_policy(api)["spec"]["driver"]["version"] == "580.126.20"
+    assert core.read_node(dgx).metadata.labels.get(STATE) == "upgrade-done"
+
+    # a GPU workload on the dgx node (deleted before its driver is replaced), a new driver that fails on the L40S
+    core.create_namespaced_pod(
+        namespace,
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(name="trainer"),
+            spec=client.V1PodSpec(
+                node_name=dgx,
+                tolerations=[client.V1Toleration(**t) for t in KWOK],
+                containers=[
+                    client.V1Container(
+                        name="main",
+                        image="registry.invalid/cuda:12",
+                        resources=client.V1ResourceRequirements(limits={"nvidia.com/gpu": "1"}),
+                    )
+                ],
+            ),
+        ),
+    )
+    core.patch_node(bad, {"metadata": {"annotations": {"sim.gpuops.io/faults": "driver-upgrade-fail"}}})
+    watcher = Watcher(core)
+    watcher.start()
+    try:
+        r = play(env["inv"], UPGRADE, "-e", json.dumps({"gpu_operator_chart_version": "v26.7.0"}))
+        out = re.sub(r"\s+", " ", r.stdout)
+        assert r.returncode != 0, out[-3000:]
+        assert f"[driver-upgrade-failed] Node {bad}" in out and "helm rollback" in out, out[-3000:]
+        assert "Running upgrade.yml again goes on from here" in out
+        assert cluster_policy(api)["spec"]["driver"]["version"] == "595.91.07"
+        assert core.read_node(bad).metadata.labels.get(STATE) == "upgrade-failed"
+        assert core.read_node(bad).spec.unschedulable  # left cordoned
+        assert core.read_node(dgx).metadata.labels.get(STATE) == "upgrade-done"
+        assert (
+            driver_images(core, env["ns"])[dgx].endswith(":595.91.07")
+            or "595.91.07" in driver_images(core, env["ns"])[dgx]
+        )
+        assert "trainer" not in [p.metadata.name for p in core.list_namespaced_pod(namespace).items]
+        assert watcher.seen[dgx][-4:] == [
+            "pod-restart-required",
+            "validation-required",
+            "uncordon-required",
+            "upgrade-done",
+        ], watcher.seen[dgx]
+
+        # fixed: the second run goes on from there and finishes
+        core.patch_node(bad, {"metadata": {"annotations": {"sim.gpuops.io/faults": None}}})
+        r = play(env["inv"], UPGRADE, "-e", json.dumps({"gpu_operator_chart_version": "v26.7.0"}))
+        assert r.returncode == 0, r.stdout[-4000:]
+    finally:
+        watcher.stop.set()
+        watcher.join()
+    assert watcher.peak <= 1, watcher.seen  # maxParallelUpgrades 1 (a failed node holds its slot)
+    nodes = {n.metadata.name: n for n in core.list_node().items}
+    driver_nodes = [
+        n for n, o in nodes.items() if (o.metadata.labels or {}).get("nvidia.com/gpu.deploy.driver") == "true"
+    ]
+    assert {nodes[n].metadata.labels.get(STATE) for n in driver_nodes} == {"upgrade-done"}
+    assert not any(nodes[n].spec.unschedulable for n in driver_nodes)
+    images = driver_images(core, env["ns"])
+    assert all("595.91.07" in images[n] for n in driver_nodes), images
