@@ -148,7 +148,8 @@ def gpus_of(node: str, profile: Mapping[str, Any]) -> list[Gpu]:
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
-def _gpu_request(container: Mapping[str, Any]) -> int:
+def gpu_request(container: Mapping[str, Any]) -> int:
+    """The nvidia.com/gpu units a container asks for (limits, else requests); 0 when none or not a number."""
     res = container.get("resources") or {}
     raw = (res.get("limits") or {}).get(GPU_RESOURCE, (res.get("requests") or {}).get(GPU_RESOURCE, 0))
     try:
@@ -192,7 +193,7 @@ def assign_gpus(
         )
     )
     for pod in running:
-        wants = [(c.get("name", ""), _gpu_request(c)) for c in (pod.get("spec") or {}).get("containers") or ()]
+        wants = [(c.get("name", ""), gpu_request(c)) for c in (pod.get("spec") or {}).get("containers") or ()]
         wants = [(name, n) for name, n in wants if n]
         if not wants or sum(n for _container, n in wants) > gpu_count * replicas - sum(used):
             continue

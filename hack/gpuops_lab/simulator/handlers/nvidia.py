@@ -129,6 +129,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ... import dcgm
 from ..framework import (
     CONFIGMAP,
     DAEMONSET,
@@ -1530,18 +1531,18 @@ class ClusterPolicyHandler(Handler):
         pods = pods_by_node_and_owner(ctx.list(POD, namespace=namespace), {ds_name: owners.get(ds_name, "")})
         views: list[driver_upgrade.NodeView] = []
         by_name: dict[str, Obj] = {}
+        unlabel: list[Obj] = []
         for node in ctx.list(NODE):
             labels = labels_of(node)
             if not in_scope(node, self.instance) or (
                 labels.get(DEPLOY_PREFIX + "driver") != "true" and driver_upgrade.STATE_LABEL not in labels
             ):
                 continue
+            if ds is None or labels.get(DEPLOY_PREFIX + "driver") != "true":
+                unlabel.append(node)  # no driver here (any more): the label goes, as upstream's cleanup does
+                continue
             name = node["metadata"]["name"]
             by_name[name] = node
-            if ds is None or labels.get(DEPLOY_PREFIX + "driver") != "true":
-                # no driver here (any more): the label goes, as upstream's cleanup does
-                views.append(driver_upgrade.NodeView(name, "cleanup", True, False, False, False))
-                continue
             pod = pods.get((name, ds_name))
             views.append(
                 driver_upgrade.NodeView(
@@ -1556,9 +1557,8 @@ class ClusterPolicyHandler(Handler):
                     skip=labels.get(driver_upgrade.SKIP_LABEL) == "true",
                 )
             )
-        for v in [v for v in views if v.state == "cleanup"]:
-            ctx.patch_metadata(by_name[v.name], labels={driver_upgrade.STATE_LABEL: None})
-        views = [v for v in views if v.state != "cleanup"]
+        for node in unlabel:
+            ctx.patch_metadata(node, labels={driver_upgrade.STATE_LABEL: None})
         steps = driver_upgrade.plan(views, policy)
         for step in steps:
             node = by_name[step.node]
@@ -1578,9 +1578,8 @@ class ClusterPolicyHandler(Handler):
                 ctx.patch_metadata(node, labels={driver_upgrade.STATE_LABEL: label}, annotations=annotations)
             for note in step.notes:
                 self._warn_once(ctx, f"node {step.node}: driver upgrade: {note}")
-        moving = any(v.state not in (driver_upgrade.UNKNOWN, driver_upgrade.DONE) for v in views) or any(
-            s.state not in (None, driver_upgrade.DONE, driver_upgrade.UNKNOWN) for s in steps
-        )
+        # one state per reconcile: come back in a second while anything moved or a node is on its way
+        moving = bool(steps) or any(v.state not in driver_upgrade.NOT_IN_PROGRESS for v in views)
         return 1.0 if moving and policy.get("autoUpgrade") else None
 
     def _evict_for_upgrade(self, ctx: Context, node: str, namespace: str, gpu_only: bool) -> None:
@@ -1592,14 +1591,10 @@ class ClusterPolicyHandler(Handler):
                 continue
             if any(r.get("kind") == "DaemonSet" for r in meta.get("ownerReferences") or ()):
                 continue
-            if gpu_only:
-                asks = any(
-                    "nvidia.com/gpu" in ((c.get("resources") or {}).get(k) or {})
-                    for c in spec.get("containers") or ()
-                    for k in ("limits", "requests")
-                )
-                if not asks or meta.get("namespace") == namespace:
-                    continue
+            if gpu_only and (
+                meta.get("namespace") == namespace or not any(dcgm.gpu_request(c) for c in spec.get("containers") or ())
+            ):
+                continue
             ctx.delete_object(pod)
 
     def _dcgm_exporter_objects(self, ctx: Context, cp: Obj, namespace: str, enabled: bool) -> None:
