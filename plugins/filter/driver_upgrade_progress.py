@@ -15,7 +15,7 @@ description:
     failed and skipped (label C(nvidia.com/gpu-driver-upgrade.skip=true)); the collection's private module_utils
     C(_upgrade.progress).
   - A node in C(upgrade-failed) is an error finding that says where to look and how to roll back.
-positional: driver_nodes, namespace
+positional: driver_nodes, namespace, driver_pods, driver_version
 options:
   _input:
     description: The Node objects.
@@ -30,6 +30,16 @@ options:
     description: The GPU Operator's namespace (for the messages).
     type: str
     default: gpu-operator
+  driver_pods:
+    description:
+      - The driver pods (label C(app=nvidia-driver-daemonset)); with O(driver_version), the nodes whose pod does not
+        run that version are RV(_value.stale) and the upgrade is not complete.
+    type: list
+    elements: dict
+  driver_version:
+    description: The driver version every driver pod's image tag must carry (C(595.91.07) or C(595.91.07-<os>)).
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -70,8 +80,12 @@ _value:
       description: Nodes the skip label keeps out of the upgrade.
       type: list
       elements: str
+    stale:
+      description: Nodes whose driver pod does not run O(driver_version) (empty without O(driver_pods)).
+      type: list
+      elements: str
     complete:
-      description: Whether every node of the upgrade is upgrade-done.
+      description: Whether every node of the upgrade is upgrade-done and none is stale.
       type: bool
     findings:
       description: One error per failed node.
@@ -83,12 +97,14 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _upgrade  # noqa: E402
 
 
-def driver_upgrade_progress(nodes, driver_nodes=None, namespace="gpu-operator"):
+def driver_upgrade_progress(nodes, driver_nodes=None, namespace="gpu-operator", driver_pods=None, driver_version=""):
     if not isinstance(nodes, list):
         raise AnsibleFilterError("driver_upgrade_progress expects the Node objects (a list)")
     if driver_nodes is not None and not isinstance(driver_nodes, list):
         raise AnsibleFilterError("driver_upgrade_progress expects driver_nodes as a list of node names, or null")
-    return _upgrade.progress(nodes, driver_nodes, namespace)
+    if driver_pods is not None and not isinstance(driver_pods, list):
+        raise AnsibleFilterError("driver_upgrade_progress expects driver_pods as a list of Pod objects, or null")
+    return _upgrade.progress(nodes, driver_nodes, namespace, driver_pods, str(driver_version or ""))
 
 
 class FilterModule:

@@ -18,7 +18,10 @@ description:
 positional: target, kubernetes_version
 options:
   _input:
-    description: The installed chart version (for example V(v26.3.1)), or null when the release is not installed.
+    description:
+      - The installed chart version (for example V(v26.3.1)), or the release's chart as C(helm list) and
+        M(gpuops.platform.helm_release_info) show it (V(gpu-operator-v26.3.1)); null or empty when the release is not
+        installed.
     type: str
     required: true
   target:
@@ -38,7 +41,7 @@ options:
     type: str
     default: ""
   network_operator_version:
-    description: The installed NVIDIA Network Operator chart version, empty when there is none.
+    description: The installed NVIDIA Network Operator chart version (or its release's chart), empty when there is none.
     type: str
     default: ""
   rdma:
@@ -59,7 +62,7 @@ EXAMPLES = r"""
 - name: Decide the upgrade
   ansible.builtin.set_fact:
     _plan: >-
-      {{ _installed_version | gpuops.platform.upgrade_plan('v26.7.0', _cluster.version.server.kubernetes.gitVersion,
+      {{ _release.chart | gpuops.platform.upgrade_plan('v26.7.0', _cluster.version.server.kubernetes.gitVersion,
          current_driver=_policy.spec.driver.version) }}
 """
 

@@ -103,6 +103,17 @@ REQUIRED = "upgrade-required"
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 
 
+_CHART = re.compile(r"^(?:[a-z0-9-]+-)?(v?\d+\.\d+\.\d+)$")
+
+
+def chart_version(chart: str | None) -> str:
+    """The version of a Helm release's chart as ``helm list`` shows it (``gpu-operator-v26.3.1`` -> ``v26.3.1``); a
+    bare version is returned as it is, anything else too (the plan then names it)."""
+    text = str(chart or "").strip()
+    m = _CHART.match(text)
+    return m.group(1) if m else text
+
+
 def parse(version: str) -> tuple[int, int, int] | None:
     m = _VERSION.match(str(version or "").strip())
     return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
@@ -133,12 +144,15 @@ def plan(
     release: str = "gpu-operator",
     namespace: str = "gpu-operator",
 ) -> dict[str, Any]:
-    """Decide an upgrade of the GPU Operator release ``namespace/release`` from ``current`` (None: not installed) to
-    ``target`` before anything changes. ``driver_version`` empty means the target chart's default driver.
+    """Decide an upgrade of the GPU Operator release ``namespace/release`` from ``current`` (None: not installed; a
+    version, or the release's chart as ``<name>-<version>``) to ``target`` before anything changes.
+    ``driver_version`` empty means the target chart's default driver.
 
     Returns ``{findings, from, to, driver_from, driver_to, driver_bump, kubernetes_minor}``."""
     obj = {"kind": "HelmRelease", "namespace": namespace, "name": release}
     findings: list[Finding] = []
+    current = chart_version(current) or None
+    network_operator_version = chart_version(network_operator_version)
     row = GPU_OPERATOR.get(target)
     known = ", ".join(GPU_OPERATOR)
     if row is None:
@@ -301,14 +315,22 @@ def max_in_progress(nodes: int, max_parallel: int, max_unavailable: int | str) -
 
 
 def progress(
-    nodes: Sequence[Mapping[str, Any]], driver_nodes: Sequence[str] | None = None, namespace: str = "gpu-operator"
+    nodes: Sequence[Mapping[str, Any]],
+    driver_nodes: Sequence[str] | None = None,
+    namespace: str = "gpu-operator",
+    driver_pods: Sequence[Mapping[str, Any]] | None = None,
+    driver_version: str = "",
 ) -> dict[str, Any]:
     """The driver upgrade across ``nodes`` (Node objects) as the controller's state label says.
 
     ``driver_nodes``: the names of the nodes the driver runs on (None: every node that has the label).
-    Returns ``{states: {node: state}, done, in_progress, pending, failed, skipped, complete, findings}``; complete
-    when every driver node is ``upgrade-done`` (or skipped), a failed node is an error finding. The controller counts
-    a failed node against maxParallelUpgrades too: in_progress + failed is what it limits."""
+    ``driver_pods`` with ``driver_version``: the driver pods, whose image tag must be that version (``595.91.07``,
+    or with the OS suffix the driver images carry, ``595.91.07-ubuntu22.04``); the nodes whose pod is not are
+    ``stale``.
+    Returns ``{states: {node: state}, done, in_progress, pending, failed, skipped, stale, complete, findings}``;
+    complete when every driver node is ``upgrade-done`` (or skipped) and none is stale, a failed node is an error
+    finding. The controller counts a failed node against maxParallelUpgrades too: in_progress + failed is what it
+    limits."""
     states: dict[str, str] = {}
     skipped: list[str] = []
     for node in nodes:
@@ -321,6 +343,14 @@ def progress(
             continue
         if STATE_LABEL in labels or driver_nodes is not None:
             states[name] = labels.get(STATE_LABEL, "")
+    stale: list[str] = []
+    if driver_pods is not None and driver_version:
+        tag = re.compile(r":" + re.escape(driver_version) + r"($|-)")
+        for pod in driver_pods:
+            spec = pod.get("spec") or {}
+            image = ((spec.get("containers") or [{}])[0]).get("image") or ""
+            if not tag.search(image):
+                stale.append(spec.get("nodeName") or (pod.get("metadata") or {}).get("name") or "")
     done = sorted(n for n, s in states.items() if s == DONE)
     failed = sorted(n for n, s in states.items() if s == FAILED)
     pending = sorted(n for n, s in states.items() if s in ("", REQUIRED))
@@ -333,9 +363,9 @@ def progress(
             [f"{STATE_LABEL}={FAILED}"],
             "the driver upgrade controller could not cordon, evict or drain the node, or the new driver pod kept "
             "restarting or did not validate in time",
-            f"read the driver pod's log on {n} (`kubectl -n {namespace} logs -l app=nvidia-driver-daemonset "
-            f"--field-selector spec.nodeName={n}`); the controller retries once the driver pod is in sync; to roll "
-            "back, see the message of upgrade.yml",
+            f"find the driver pod on {n} (`kubectl -n {namespace} get pods -l app=nvidia-driver-daemonset "
+            f"--field-selector spec.nodeName={n}`) and read its log (`kubectl -n {namespace} logs <pod>`); the "
+            "controller retries once the driver pod is in sync; to roll back, see the message of upgrade.yml",
         )
         for n in failed
     ]
@@ -346,6 +376,7 @@ def progress(
         "pending": pending,
         "failed": failed,
         "skipped": sorted(skipped),
-        "complete": bool(states) and len(done) == len(states),
+        "stale": sorted(stale),
+        "complete": bool(states) and len(done) == len(states) and not stale,
         "findings": findings,
     }

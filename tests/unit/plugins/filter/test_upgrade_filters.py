@@ -29,3 +29,11 @@ def test_driver_upgrade_progress():
         driver_upgrade_progress({"a": 1})
     with pytest.raises(AnsibleFilterError, match="driver_nodes"):
         driver_upgrade_progress([], "a")
+
+
+def test_driver_upgrade_progress_with_pods():
+    nodes = [{"metadata": {"name": "a", "labels": {"nvidia.com/gpu-driver-upgrade-state": "upgrade-done"}}}]
+    pods = [{"spec": {"nodeName": "a", "containers": [{"image": "driver:580.126.20"}]}}]
+    assert driver_upgrade_progress(nodes, ["a"], "gpu", pods, "595.91.07")["stale"] == ["a"]
+    with pytest.raises(AnsibleFilterError, match="driver_pods"):
+        driver_upgrade_progress(nodes, ["a"], "gpu", {"a": 1})

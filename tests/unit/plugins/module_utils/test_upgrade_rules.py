@@ -133,3 +133,38 @@ def test_progress_complete_and_driver_nodes():
     got = _upgrade.progress([_node("a", "upgrade-done"), _node("b")], driver_nodes=["a", "b"])
     assert got["pending"] == ["b"] and not got["complete"]
     assert not _upgrade.progress([])["complete"]  # nothing labelled: nothing proven
+
+
+@pytest.mark.parametrize(
+    ("chart", "expected"),
+    [
+        ("gpu-operator-v26.3.1", "v26.3.1"),
+        ("network-operator-26.4.1", "26.4.1"),
+        ("v26.7.0", "v26.7.0"),
+        ("gpu-operator-main-latest", "gpu-operator-main-latest"),  # not a release: kept, the plan names it
+        (None, ""),
+    ],
+)
+def test_chart_version(chart, expected):
+    assert _upgrade.chart_version(chart) == expected
+
+
+def test_plan_takes_the_release_chart_as_helm_shows_it():
+    got = _upgrade.plan(
+        "gpu-operator-v26.3.1", "v26.7.0", "v1.34.4", network_operator_version="network-operator-26.4.1"
+    )
+    assert got["from"] == "v26.3.1" and got["findings"] == []
+    assert _upgrade.plan("", "v26.7.0", "v1.34.4")["from"] is None
+
+
+def _pod(node, tag):
+    return {"spec": {"nodeName": node, "containers": [{"image": f"nvcr.io/nvidia/driver:{tag}"}]}}
+
+
+def test_progress_names_the_nodes_whose_driver_pod_runs_another_version():
+    nodes = [_node("a", "upgrade-done"), _node("b", "upgrade-done"), _node("c", "upgrade-done")]
+    pods = [_pod("a", "595.91.07-ubuntu22.04"), _pod("b", "595.91.07"), _pod("c", "580.126.20-ubuntu22.04")]
+    got = _upgrade.progress(nodes, ["a", "b", "c"], driver_pods=pods, driver_version="595.91.07")
+    assert got["stale"] == ["c"] and not got["complete"]
+    assert _upgrade.progress(nodes, ["a", "b", "c"], driver_pods=pods[:2], driver_version="595.91.07")["complete"]
+    assert _upgrade.progress(nodes)["stale"] == []  # no pods given: states only
