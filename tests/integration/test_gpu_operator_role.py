@@ -24,7 +24,9 @@ KWOK = [
 ]
 
 
-def _env(cluster, tmp_path) -> dict:
+def _env(cluster, tmp_path, **hostvars_extra) -> dict:
+    """An inventory (the controller, the lab's kubeconfig and chart repository, a namespace of its own; more host
+    variables from `hostvars_extra`) and a playbook that runs the gpu_operator role."""
     ns = f"gop-{uuid.uuid4().hex[:6]}"
     inv = tmp_path / "inventory.yml"
     hostvars = {
@@ -37,6 +39,7 @@ def _env(cluster, tmp_path) -> dict:
         "gpu_operator_operator_tolerations": KWOK,
         "gpu_operator_tolerations": KWOK,
         "gpu_operator_wait_timeout": 150,
+        **hostvars_extra,
     }
     inv.write_text(yaml.safe_dump({"all": {"children": {"cluster_controller": {"hosts": {"localhost": hostvars}}}}}))
     pb = tmp_path / "gpu_operator.yml"

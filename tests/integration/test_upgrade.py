@@ -12,12 +12,10 @@ import json
 import re
 import threading
 import time
-import uuid
 
 import pytest
-import yaml
 from kubernetes import client, watch
-from test_gpu_operator_role import KWOK, REPO, cluster_policy, play, releases
+from test_gpu_operator_role import KWOK, REPO, _env, cluster_policy, play, releases
 
 STATE = "nvidia.com/gpu-driver-upgrade-state"
 NOT_IN_PROGRESS = ("", "upgrade-required", "upgrade-done")
@@ -26,40 +24,18 @@ UPGRADE = REPO / "playbooks/upgrade.yml"
 
 @pytest.fixture
 def env(cluster, tmp_path):
-    ns = f"upg-{uuid.uuid4().hex[:6]}"
-    hostvars = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": str(REPO / ".venv/bin/python"),
-        "gpuops_kubeconfig": cluster.kubeconfig,
-        "gpuops_chart_repo_mirror": cluster.chart_repo_url,
+    e = _env(
+        cluster,
+        tmp_path,
         # the lab's nodes carry NFD's labels; no NFD release here, and the GPU Operator's bundled one stays off
-        "gpuops_nfd_managed": False,
-        "gpu_operator_nfd_enabled": False,
-        "gpu_operator_namespace": ns,
-        "gpu_operator_operator_tolerations": KWOK,
-        "gpu_operator_tolerations": KWOK,
-        "gpu_operator_wait_timeout": 150,
-        "gpu_operator_driver_upgrade_policy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "50%"},
-        "gpuops_upgrade_timeout": 240,
-    }
-    inv = tmp_path / "inventory.yml"
-    inv.write_text(yaml.safe_dump({"all": {"children": {"cluster_controller": {"hosts": {"localhost": hostvars}}}}}))
-    pb = tmp_path / "gpu_operator.yml"
-    pb.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "name": "GPU operator",
-                    "hosts": "cluster_controller",
-                    "gather_facts": False,
-                    "roles": [{"role": "gpuops.platform.gpu_operator"}],
-                }
-            ]
-        )
+        gpuops_nfd_managed=False,
+        gpu_operator_nfd_enabled=False,
+        gpu_operator_driver_upgrade_policy={"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "50%"},
+        gpuops_upgrade_timeout=240,
     )
-    yield {"inv": inv, "pb": pb, "ns": ns}
-    if releases(ns) or cluster_policy(cluster.api_client) is not None:
-        play(inv, pb, "-e", json.dumps({"gpu_operator_state": "absent"}))
+    yield e
+    if releases(e["ns"]) or cluster_policy(cluster.api_client) is not None:
+        play(e["inv"], e["pb"], "-e", json.dumps({"gpu_operator_state": "absent"}))
 
 
 class Watcher(threading.Thread):
