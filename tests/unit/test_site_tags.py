@@ -70,12 +70,30 @@ def test_one_tag_per_layer(tag, want):
         ("cluster_controller,dgx-h100-0", False),
     ],
 )
-def test_a_limit_without_the_controller_is_said(limit, said):
+def test_a_limit_without_the_controller_is_said(limit, said, tmp_path):
     """--limit that leaves out cluster_controller runs the host plane only; the run names what it leaves out. Only the
-    always-tagged plays run here (--tags of no layer), so nothing is changed or even connected to."""
+    always-tagged plays run here (--tags of no layer), so nothing is changed or even connected to. The inputs check
+    wants a kubeconfig file, not a cluster: a file of our own, so the test never depends on a lab being up."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: lab\n"
+        "clusters: [{name: lab, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: lab, context: {cluster: lab, user: lab}}]\nusers: [{name: lab, user: {}}]\n"
+    )
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     r = subprocess.run(
-        ["ansible-playbook", "site.yml", "-i", "inventories/local", "--limit", limit, "--tags", "no-such-layer"],
+        [
+            "ansible-playbook",
+            "site.yml",
+            "-i",
+            "inventories/local",
+            "--limit",
+            limit,
+            "--tags",
+            "no-such-layer",
+            "-e",
+            f"gpuops_kubeconfig={kubeconfig}",
+        ],
         capture_output=True,
         text=True,
         env=env,
