@@ -35,6 +35,13 @@ def sliced(groups: dict[str, dict], number: int, count: int) -> dict:
     }
 
 
+@pytest.fixture(autouse=True)
+def ansible_own_strategy(monkeypatch):
+    """AWX runs a job with Ansible's own strategy: not hack/run-tests.sh's Mitogen strategy."""
+    monkeypatch.delenv("ANSIBLE_STRATEGY", raising=False)
+    monkeypatch.delenv("ANSIBLE_STRATEGY_PLUGINS", raising=False)
+
+
 def run(tmp_path: Path, name: str, inventory: dict, extravars: dict | None = None, envvars: dict | None = None):
     template = TEMPLATES[name]
     pdd = tmp_path / f"pdd-{len(list(tmp_path.glob('pdd-*')))}"
