@@ -56,6 +56,13 @@ options:
     description: Its namespace (for the messages).
     type: str
     default: gpu-operator
+  doca_driver:
+    description:
+      - The DOCA driver container tag the Network Operator is given (C(network_operator_ofed_driver_version)); empty
+        for its release's own.
+      - A tag other than the one the Network Operator release ships is reported as a warning.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -109,6 +116,7 @@ def upgrade_plan(
     rdma=False,
     release="gpu-operator",
     namespace="gpu-operator",
+    doca_driver="",
 ):
     if current is not None and not isinstance(current, str):
         raise AnsibleFilterError("upgrade_plan expects the installed chart version (a string) or null")
@@ -124,6 +132,7 @@ def upgrade_plan(
         rdma=bool(rdma),
         release=release,
         namespace=namespace,
+        doca_driver=str(doca_driver or ""),
     )
 
 

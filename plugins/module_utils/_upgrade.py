@@ -143,10 +143,12 @@ def plan(
     rdma: bool = False,
     release: str = "gpu-operator",
     namespace: str = "gpu-operator",
+    doca_driver: str = "",
 ) -> dict[str, Any]:
     """Decide an upgrade of the GPU Operator release ``namespace/release`` from ``current`` (None: not installed; a
     version, or the release's chart as ``<name>-<version>``) to ``target`` before anything changes.
-    ``driver_version`` empty means the target chart's default driver.
+    ``driver_version`` empty means the target chart's default driver. ``doca_driver``: the DOCA driver container tag
+    the Network Operator is given (network_operator_ofed_driver_version; empty: its release's own).
 
     Returns ``{findings, from, to, driver_from, driver_to, driver_bump, kubernetes_minor}``."""
     obj = {"kind": "HelmRelease", "namespace": namespace, "name": release}
@@ -275,6 +277,22 @@ def plan(
                         ],
                         "the Network Operator is not supported on this Kubernetes minor",
                         "plan the Network Operator's upgrade with this one",
+                    )
+                )
+            if doca_driver and doca_driver != nrow["doca_driver"]:
+                findings.append(
+                    _finding(
+                        "upgrade-doca-driver-untested",
+                        "warning",
+                        {"kind": "NicClusterPolicy", "namespace": "", "name": "nic-cluster-policy"},
+                        [
+                            f"DOCA driver {doca_driver} with Network Operator {network_operator_version}, which ships "
+                            f"and is released with {nrow['doca_driver']}"
+                        ],
+                        "each Network Operator release is tested with the DOCA driver of its release manifest; "
+                        "another one is not a combination NVIDIA released",
+                        f"leave network_operator_ofed_driver_version empty (its release's {nrow['doca_driver']}), "
+                        "or confirm this combination in the Network Operator's release notes",
                     )
                 )
             need = parse(nrow["gpu_operator_min"])

@@ -46,6 +46,33 @@ PLAN = [
         ["upgrade-network-operator-unknown"],
         "595.91.07",
     ),
+    (  # the DOCA driver its release ships: nothing to say
+        "v26.3.1",
+        "v26.7.0",
+        "v1.34.4",
+        "",
+        {"network_operator_version": "26.4.1", "doca_driver": "doca3.4.1-26.04-1.1.0.0-1"},
+        [],
+        "595.91.07",
+    ),
+    (  # an older DOCA driver kept through the upgrade: a combination NVIDIA did not release
+        "v26.3.1",
+        "v26.7.0",
+        "v1.34.4",
+        "",
+        {"network_operator_version": "network-operator-26.4.1", "doca_driver": "doca3.1.0-25.07-0.9.7.0-0"},
+        ["upgrade-doca-driver-untested"],
+        "595.91.07",
+    ),
+    (  # no Network Operator: a DOCA driver variable left in the inventory is not judged
+        "v26.3.1",
+        "v26.7.0",
+        "v1.34.4",
+        "",
+        {"doca_driver": "doca3.1.0-25.07-0.9.7.0-0"},
+        [],
+        "595.91.07",
+    ),
 ]
 
 
@@ -69,6 +96,23 @@ def test_errors_name_the_fix():
     assert "26.3" in f["evidence"][0] and "newest 26.3.x first" in f["fix"]
     (f,) = _upgrade.plan("v26.3.1", "v26.7.0", "v1.34.4", driver_version="580.126.20")["findings"]
     assert "recommended 595.91.07" in f["fix"] and "610.57.04" in f["evidence"][0]
+
+
+def test_the_doca_driver_finding_names_both_tags():
+    got = _upgrade.plan(
+        "v26.3.1", "v26.7.0", "v1.34.4", network_operator_version="26.4.1", doca_driver="doca3.1.0-25.07-0.9.7.0-0"
+    )
+    (f,) = got["findings"]
+    assert f["severity"] == "warning" and f["object"]["name"] == "nic-cluster-policy"
+    assert "doca3.1.0-25.07-0.9.7.0-0" in f["evidence"][0] and "doca3.4.1-26.04-1.1.0.0-1" in f["fix"]
+
+
+def test_the_network_rows_agree_with_the_network_role():
+    """The pinned Network Operator release's DOCA driver is the one the network_operator role defaults to."""
+    from ansible_collections.gpuops.platform.plugins.module_utils import _network
+
+    row = _upgrade.NETWORK_OPERATOR[_network.RELEASE["version"].removeprefix("network-operator-v")]
+    assert row["doca_driver"] == _network.RELEASE["ofed_version"]
 
 
 def test_every_row_is_consistent():
