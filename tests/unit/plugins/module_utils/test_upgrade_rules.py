@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _upgrade
+from ansible_collections.gpuops.platform.plugins.module_utils import _network, _upgrade
 
 PLAN = [
     # (current, target, kubernetes, driver, extra kwargs, expected finding ids, expected driver_to)
@@ -109,8 +109,6 @@ def test_the_doca_driver_finding_names_both_tags():
 
 def test_the_network_rows_agree_with_the_network_role():
     """The pinned Network Operator release's DOCA driver is the one the network_operator role defaults to."""
-    from ansible_collections.gpuops.platform.plugins.module_utils import _network
-
     row = _upgrade.NETWORK_OPERATOR[_network.RELEASE["version"].removeprefix("network-operator-v")]
     assert row["doca_driver"] == _network.RELEASE["ofed_version"]
 
