@@ -1,6 +1,7 @@
 """Day-2 benchmarks (issue 12), on a new lab, with Ansible's own strategy (as a user runs it):
 
-1. `site.yml` converge and idempotent re-run at 4 nodes (the demo inventory: 3 GPU hosts and a CPU host).
+1. `site.yml` converge and idempotent re-run at 4 nodes (the demo inventory: 3 GPU hosts and a CPU host), the lab's
+   Prometheus up as in `make demo`.
 2. The fleet grows to --nodes (default 64): the lab racks --nodes - 4 more GPU hosts (alternating DGX H100 with a host
    driver and L40S servers; a simulated host and its kubelet's node each, `nodes sync-inventory`), then `site.yml`
    converge and idempotent re-run over all of them. Target: each re-run at most half its converge.
@@ -164,6 +165,7 @@ def main() -> None:
     env["ANSIBLE_FORKS"] = str(args.forks)
     lab(env, "down")
     lab(env, "up", "--inventory-nodes")
+    lab(env, "monitoring", "up")  # site.yml's monitoring layer validates against the lab's Prometheus (make demo)
     out: dict[str, Any] = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "forks": args.forks}
     out["site_4"] = pair(env, ["inventories/local"])
     fleet = lab_state() / "fleet-inventory.yml"

@@ -49,7 +49,7 @@ def main() -> None:
     pairs = []
     for _pair in range(1 if args.keep else args.runs):
         if not args.keep:
-            for cmd in (["down"], ["up", "--inventory-nodes"]):
+            for cmd in (["down"], ["up", "--inventory-nodes"], ["monitoring", "up"]):  # as make demo
                 subprocess.run([sys.executable, "-m", "gpuops_lab", *cmd], cwd=REPO, env=env, check=True)
         converge, changed_first = play(env)
         rerun, changed_second = play(env)

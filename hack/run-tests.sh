@@ -87,7 +87,7 @@ INTEGRATION_D=(tests/integration/test_kueue_admission.py tests/integration/test_
   tests/integration/test_sriov_bundled_source.py tests/integration/test_uninstall.py
   tests/integration/test_volcano_scheduling.py tests/integration/test_gpu_alerts_e2e.py
   tests/integration/test_network_operator_guards.py tests/integration/test_network_status_lab.py
-  tests/integration/test_awx_jobs.py hack/tests/integration/test_kueue_lab.py tests/integration/test_host_guards.py)
+  tests/integration/test_awx_jobs.py hack/tests/integration/test_kueue_lab.py)
 integration_files() { # integration_files a|d: the files of that half
   local f
   for f in tests/integration/test_*.py hack/tests/integration/test_*.py; do
@@ -148,9 +148,9 @@ molecule_on() { # molecule_on a|b|c|d SCENARIO...: a lab of its own, up, the sce
 # Lab "c" takes these after the checks, labs "a" and "d" these after their half of the
 # integration tests; lab "b" every other scenario (a new scenario lands there). Balanced by the fresh-clone run's
 # durations (benchmarks/README.md).
-MOLECULE_A=(volcano smoke_tests host_prep)
+MOLECULE_A=(volcano smoke_tests)
 MOLECULE_C=(amd_gpu_operator network_operator site)
-MOLECULE_D=(kai_scheduler kueue)
+MOLECULE_D=(host_prep kai_scheduler kueue)
 molecule_scenarios() { # molecule_scenarios a|b|c|d: the scenarios of that lab that exist
   local s
   for s in molecule/*/molecule.yml; do
