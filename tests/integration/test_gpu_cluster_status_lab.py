@@ -354,7 +354,15 @@ def test_diagnoses_the_simulator_faults(cluster, simulated):
         last["res"] = res = _cluster_status.gather(reader, reader_params)
         got = {(f["id"], f["node"]) for f in res["diagnosis"]}
         healthy = next(n for n in res["nodes"] if n["name"] == gpu[5])
-        return res if expected <= got and healthy["allocatable"].get("nvidia.com/gpu") == 8 else None
+        # the simulated operator writes the ClusterPolicy's state on its own round, which can come after the pods'
+        # faults are visible (seen under a full make test's load): wait for it too
+        policies = res["cluster_policies"]["objects"]
+        policy = (
+            bool(policies)
+            and policies[0]["state"] == "notReady"
+            or "clusterpolicy-not-ready" in {f["id"] for f in res["diagnosis"]}
+        )
+        return res if expected <= got and policy and healthy["allocatable"].get("nvidia.com/gpu") == 8 else None
 
     res = wait_for(diagnosed, 120, 2.0)
     assert res, f"faults not diagnosed within 120s: {[(f['id'], f['node']) for f in last['res']['diagnosis']]}"
