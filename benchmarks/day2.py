@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -27,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from _bench import ansible_env, playbook, write_result
 from gpuops_lab.config import REPO
 from gpuops_lab.nodes import labelled
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 ONBOARD_HOST = "dgx-h100-2"
 # (api group/version, plural) of the custom resources the roles write
 CUSTOM = (
@@ -48,19 +47,10 @@ def lab_state() -> Path:
     return Path(os.environ.get("GPUOPS_LAB_STATE") or REPO / ".state" / "lab")
 
 
-def play(env: dict[str, str], argv: list[str]) -> tuple[float, dict[str, int]]:
-    t0 = time.monotonic()
-    proc = subprocess.run(["ansible-playbook", *argv], cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    took = time.monotonic() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv} failed (rc {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
-    return took, {m.group(1): int(m.group(3)) for m in RECAP.finditer(proc.stdout)}
-
-
 def pair(env: dict[str, str], inventories: list[str]) -> dict[str, Any]:
     argv = ["site.yml", *[a for inv in inventories for a in ("-i", inv)]]
-    converge, changed_first = play(env, argv)
-    rerun, changed_second = play(env, argv)
+    converge, changed_first = playbook(env, argv)
+    rerun, changed_second = playbook(env, argv)
     return {
         "hosts": len(changed_first),
         "converge_s": round(converge, 1),
@@ -137,7 +127,7 @@ def onboard(env: dict[str, str], inventories: list[str], api: client.ApiClient) 
         time.sleep(1)
     before = snapshot(api)
     argv = ["playbooks/onboard_node.yml", *[a for inv in [*inventories, str(demo)] for a in ("-i", inv)]]
-    took, changed = play(env, [*argv, "-e", f"gpuops_onboard_host={ONBOARD_HOST}"])
+    took, changed = playbook(env, [*argv, "-e", f"gpuops_onboard_host={ONBOARD_HOST}"])
     after = snapshot(api)
     moved = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
     return {
@@ -157,12 +147,7 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=64, help="cluster size of the second pair (the demo has 4)")
     ap.add_argument("--forks", type=int, default=8, help="ANSIBLE_FORKS for every run")
     args = ap.parse_args()
-    env = {k: v for k, v in os.environ.items() if k not in ("ANSIBLE_STRATEGY", "ANSIBLE_STRATEGY_PLUGINS")} | {
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "PY_COLORS": "0",
-        "ANSIBLE_FORCE_COLOR": "0",
-    }
-    env["ANSIBLE_FORKS"] = str(args.forks)
+    env = ansible_env(ANSIBLE_FORKS=str(args.forks))
     lab(env, "down")
     lab(env, "up", "--inventory-nodes")
     lab(env, "monitoring", "up")  # site.yml's monitoring layer validates against the lab's Prometheus (make demo)
@@ -184,10 +169,7 @@ def main() -> None:
     out["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     out["load_avg_at_end"] = os.getloadavg()
     out["targets"] = "site re-run <= 0.5 x converge with changed=0; onboarding changes no other node or object"
-    (REPO / "benchmarks" / "results").mkdir(exist_ok=True)
-    path = REPO / "benchmarks" / "results" / f"day2-{time.strftime('%Y%m%d', time.gmtime())}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps(out, indent=2))
+    write_result("day2", out)
 
 
 if __name__ == "__main__":

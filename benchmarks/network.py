@@ -13,39 +13,22 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
-import subprocess
 import time
 
-from gpuops_lab.config import REPO
-
-RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+from _bench import ansible_env, playbook, write_result
 
 
 def play(env: dict[str, str], *extra: str) -> tuple[float, int]:
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        ["ansible-playbook", "benchmarks/network.yml", "-i", "inventories/local", *extra],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    took = time.monotonic() - t0
-    if proc.returncode != 0:
-        raise SystemExit(
-            f"network.yml {extra} failed (rc {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
-        )
-    return took, sum(int(m.group(3)) for m in RECAP.finditer(proc.stdout))
+    took, changed = playbook(env, ["benchmarks/network.yml", "-i", "inventories/local", *extra])
+    return took, sum(changed.values())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3, help="uninstall + converge + re-run rounds")
     args = ap.parse_args()
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "PY_COLORS": "0", "ANSIBLE_FORCE_COLOR": "0"}
+    env = ansible_env()
     rounds = []
     for _round in range(args.runs):
         play(env, "-e", "network_operator_state=absent")
@@ -69,10 +52,7 @@ def main() -> None:
         "median_rerun_s": statistics.median(r["rerun_s"] for r in rounds),
         "target": "changed=0 on the rerun",
     }
-    (REPO / "benchmarks" / "results").mkdir(exist_ok=True)
-    path = REPO / "benchmarks" / "results" / f"network-{time.strftime('%Y%m%d', time.gmtime())}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps(out, indent=2))
+    write_result("network", out)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ export ANSIBLE_HOME="$repo/.state/ansible-home" PY_COLORS=0 ANSIBLE_FORCE_COLOR=
 export PYTHONPYCACHEPREFIX="$repo/.state/pycache"; unset PYTHONDONTWRITEBYTECODE  # bytecode written once (Makefile)
 export ANSIBLE_INTERNAL_POLL_INTERVAL=0.01  # as ansible.cfg, also for molecule's own config (less CPU spinning)
 # The tests' playbooks run under Mitogen's linear strategy (requirements/dev.txt): one Python per host for the
-# whole play instead of one per task, the same modules and results, about 40 % less CPU (benchmarks/README.md).
+# whole play instead of one per task, the same modules and results: about 40 % less CPU in a long play, 17 % over
+# make test (benchmarks/README.md).
 # The scenarios in PLAIN_SCENARIOS, the AWX job tests (ansible-runner, as AWX runs) and `make demo` keep Ansible's
 # own strategy, so the product is also proven the way a user runs it by default.
 ANSIBLE_STRATEGY_PLUGINS="$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/ansible_mitogen/plugins/strategy"
@@ -107,14 +108,12 @@ do_molecule() { # every scenario, one after the other (`make molecule`)
 }
 
 do_molecule_scenarios() { # do_molecule_scenarios SCENARIO...
-  local s rc=0 t0
+  local s rc=0 t0 how
   for s in "$@"; do
     t0=$(date +%s)
-    if [[ " ${PLAIN_SCENARIOS[*]} " == *" $s "* ]]; then
-      (cd "$repo" && plain molecule test -s "$s") || { echo "molecule scenario $s failed"; rc=1; }
-    else
-      (cd "$repo" && molecule test -s "$s") || { echo "molecule scenario $s failed"; rc=1; }
-    fi
+    how=()
+    [[ " ${PLAIN_SCENARIOS[*]} " == *" $s "* ]] && how=(plain)
+    (cd "$repo" && "${how[@]}" molecule test -s "$s") || { echo "molecule scenario $s failed"; rc=1; }
     echo "molecule scenario $s took $(( $(date +%s) - t0 )) s"
   done
   return $rc
