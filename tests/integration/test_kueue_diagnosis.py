@@ -201,21 +201,23 @@ def test_batch_rows_each_from_its_fault(cluster, namespace, kueue_objects):
 
 
 def test_pods_naming_a_scheduler_that_does_not_run(cluster, namespace, core):
+    # the lab runs Volcano but not KAI: a kai-scheduler pod is one nobody looks at, a volcano pod one that Volcano
+    # answers (a PodScheduled condition, placed or not) and the rule must leave alone
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "gang-0"},
         "spec": {
-            "schedulerName": "volcano",
+            "schedulerName": "kai-scheduler",
             "tolerations": KWOK,
             "containers": [{"name": "c", "image": "registry.invalid/c:1"}],
         },
     }
     core.create_namespaced_pod(namespace, pod)
-    core.create_namespaced_pod(
-        namespace,
-        {**pod, "metadata": {"name": "default-0"}, "spec": {**pod["spec"], "schedulerName": "default-scheduler"}},
-    )
+    for name, sched in (("default-0", "default-scheduler"), ("volcano-0", "volcano")):
+        core.create_namespaced_pod(
+            namespace, {**pod, "metadata": {"name": name}, "spec": {**pod["spec"], "schedulerName": sched}}
+        )
     reader = _k8s.Reader(_k8s.new_api_client({"kubeconfig": cluster.kubeconfig}))
     raw = _diag_batch.collect(reader)
     nodes = reader.nodes()
@@ -225,12 +227,21 @@ def test_pods_naming_a_scheduler_that_does_not_run(cluster, namespace, core):
         for f in _diag_batch.rule_scheduler_missing({"batch": _diag_batch.view(raw, nodes)})
         if namespace in f["evidence"][0]
     ] == []
-    raw["now"] += 60  # a minute later: still no PodScheduled condition (nobody named volcano looked at it)
+
+    # Volcano has looked at its pod: PodScheduled is set, whether it placed it or not
+    def volcano_looked():
+        conditions = core.read_namespaced_pod("volcano-0", namespace).status.conditions or []
+        return any(c.type == "PodScheduled" for c in conditions)
+
+    assert wait_for(volcano_looked, 60)
+    raw = _diag_batch.collect(reader)
+    raw["now"] += 60  # a minute later: still no PodScheduled condition on the kai-scheduler pod (nobody looked at it)
     (row,) = [
         f
         for f in _diag_batch.rule_scheduler_missing({"batch": _diag_batch.view(raw, nodes)})
         if namespace in f["evidence"][0]
     ]
-    assert row["id"] == "pod-scheduler-missing" and row["object"]["name"] == "schedulerName=volcano"
-    assert f"{namespace}/gang-0" in row["evidence"][0] and "default-0" not in row["evidence"][0]
+    assert row["id"] == "pod-scheduler-missing" and row["object"]["name"] == "schedulerName=kai-scheduler"
+    assert f"{namespace}/gang-0" in row["evidence"][0]
+    assert "default-0" not in row["evidence"][0] and "volcano-0" not in row["evidence"][0]
     assert wait_for(lambda: core.read_namespaced_pod("default-0", namespace).spec.node_name, 30)  # the default one runs
