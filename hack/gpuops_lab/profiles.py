@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,17 @@ def accelerators(profile: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for d in profile["host"]["pci"] if d["role"] == "gpu"]
 
 
+NODE_NET = (172, 30)  # the nodes' own addresses: outside the pod (10.244/16) and Service (10.96/16) ranges
+
+
+def node_ip(name: str) -> str:
+    """A node's InternalIP, stable per name in 172.30.0.0/16 (as a kubelet reports its host's address). Not kwok's
+    one shared nodeIP: a hostNetwork pod takes its node's InternalIP (kwok's pod-ready stage), and Endpoints refuse
+    a loopback address, so a Service over host-network pods (the DOCA Telemetry Service's) gets none with it."""
+    digest = hashlib.sha256(name.encode()).digest()
+    return f"{NODE_NET[0]}.{NODE_NET[1]}.{digest[0]}.{1 + digest[1] % 254}"
+
+
 def node_manifest(name: str, profile: dict[str, Any]) -> dict[str, Any]:
     """A kwok-managed Node of this profile: capacity, the profile label, the kwok taint; no GPU resources
     and no NFD labels (the simulator publishes the node's NodeFeature, nfd-master labels the node)."""
@@ -125,5 +137,10 @@ def node_manifest(name: str, profile: dict[str, Any]) -> dict[str, Any]:
             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
         },
         "spec": {"providerID": f"kwok://{name}", "taints": [dict(KWOK_TAINT)]},
-        "status": {"capacity": dict(res), "allocatable": dict(res)},
+        "status": {
+            "capacity": dict(res),
+            "allocatable": dict(res),
+            # kwok's node-initialize stage keeps addresses a node already has
+            "addresses": [{"type": "InternalIP", "address": node_ip(name)}, {"type": "Hostname", "address": name}],
+        },
     }

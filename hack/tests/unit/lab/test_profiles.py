@@ -52,6 +52,21 @@ def test_node_manifest_has_no_gpu_resources_and_the_kwok_taint(name):
     assert node["metadata"]["labels"][profiles.PROFILE_LABEL] == name
 
 
+def test_each_node_has_its_own_routable_internal_ip():
+    import ipaddress
+
+    node = profiles.node_manifest("dgx-h100-0", profiles.load("dgx-h100"))
+    addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
+    assert addresses["Hostname"] == "dgx-h100-0"
+    ip = ipaddress.ip_address(addresses["InternalIP"])
+    # Endpoints refuse loopback and link-local addresses (a hostNetwork pod's IP is its node's)
+    assert not ip.is_loopback and not ip.is_link_local and ip in ipaddress.ip_network("172.30.0.0/16")
+    assert ip not in ipaddress.ip_network("10.244.0.0/16") and ip not in ipaddress.ip_network("10.96.0.0/16")
+    assert profiles.node_ip("dgx-h100-0") == addresses["InternalIP"]  # stable
+    ips = {profiles.node_ip(f"fleet-{i:02d}") for i in range(64)}
+    assert len(ips) >= 60 and all(not ip.endswith((".0", ".255")) for ip in ips)
+
+
 def test_known_profiles():
     assert {"dgx-h100", "pcie-l40s", "amd-mi300x", "cpu-only"} <= set(profiles.known())
 
