@@ -2,7 +2,9 @@
 
 One process on loopback plays the exporter of every simulated GPU node: ``GET /node/<node>/metrics`` answers what
 the dcgm-exporter pod on that node would (one series set per GPU of the node's hardware profile), so Prometheus has
-one target per node (monitoring.py points each ServiceMonitor target there). It is a separate lab process, not part
+one target per node (monitoring.py points each ServiceMonitor target there). ``GET /dts/<node>/metrics`` stands for
+the Network Operator's DOCA Telemetry Service on that node: a valid exposition with no series (DTS's metric names are
+not verified), so its scrape is ``up`` and nothing is invented. It is a separate lab process, not part
 of the operator simulator: Prometheus scrapes it every few seconds, and a scrape must neither wait for nor delay the
 simulator's reconciles; it needs no API server either (the benchmark serves synthetic nodes that no kube Node
 backs).
@@ -496,6 +498,9 @@ class _Files:
 
 
 _PATH_RE = re.compile(r"^/node/([^/]+)/metrics$")
+_DTS_PATH_RE = re.compile(r"^/dts/([^/]+)/metrics$")
+# what the lab's DOCA Telemetry Service answers: no series (its metric names are not verified), a valid exposition
+DTS_BODY = "# simulated DOCA Telemetry Service (gpuops lab): no NIC counters are served\n"
 
 
 def serve(port: int, directory: Path, host: str = "127.0.0.1") -> None:
@@ -525,6 +530,9 @@ def serve(port: int, directory: Path, host: str = "127.0.0.1") -> None:
             files.refresh()
             if path == "/nodes":
                 self._send(200, json.dumps(sorted(files.nodes)), "application/json")
+                return
+            if _DTS_PATH_RE.match(path):  # monitoring sync points only the DTS pods' targets here
+                self._send(200, DTS_BODY)
                 return
             m = _PATH_RE.match(path)
             gpus = files.gpus(m.group(1)) if m else None

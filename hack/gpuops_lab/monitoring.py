@@ -16,8 +16,11 @@ Prometheus object selects, below) and writes what the operator would generate:
   and service labels).
 - the address scraped: a pod of the GPU Operator's dcgm-exporter (label ``app=nvidia-dcgm-exporter``) runs nowhere
   (kwok), so its target is the lab's simulated exporter, ``127.0.0.1:<dcgm-exporter port>`` at
-  ``/node/<pod's node><path>``. Targets of other pods have nothing to answer in the lab and are left out (listed in
-  the result's ``skipped``).
+  ``/node/<pod's node><path>``. A pod of the Network Operator's DOCA Telemetry Service (label
+  ``app.kubernetes.io/name=doca-telemetry``) is answered by the same process at ``/dts/<pod's node><path>``, with an
+  empty exposition (*sim*: DTS's metric names are not verified, so the lab serves none; the scrape, its ``up`` and
+  its target labels are what the monitoring role checks). Targets of other pods have nothing to answer in the lab and
+  are left out (listed in the result's ``skipped``).
 - one rules file per PrometheusRule (``rules/<namespace>-<name>.yaml``, its ``spec.groups``).
 - which ServiceMonitors and PrometheusRules: when a ``monitoring.coreos.com/v1`` Prometheus object exists (the first
   by namespace/name, e.g. the kube-prometheus-stack fixture chart's), those its ``serviceMonitorSelector``,
@@ -65,6 +68,7 @@ SCRAPE_TIMEOUT = "4s"
 RETENTION = "2h"
 SYNC_INTERVAL = 3.0
 DCGM_APP = "nvidia-dcgm-exporter"  # the app label of the GPU Operator's exporter pods (and its Service's)
+DTS_LABEL = ("app.kubernetes.io/name", "doca-telemetry")  # the DOCA Telemetry Service's pods (network-operator)
 KSM_RESOURCES = "nodes,pods"
 CLUSTER_POLICY = ("nvidia.com", "v1", "clusterpolicies")
 GFD_DRIVER_LABEL = "nvidia.com/cuda.driver-version.full"
@@ -407,6 +411,18 @@ class SyncResult:
     reloaded: bool
 
 
+def lab_address(pod: Obj, path: str, base: str, nodes: set[str], served: set[str]) -> tuple[str, str] | None:
+    """(address, metrics path) the lab scrapes for a pod's target (see the module doc): a dcgm-exporter pod on a node
+    the simulated exporter serves, a DOCA Telemetry Service pod on any node; None for any other pod."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    labels = pod["metadata"].get("labels") or {}
+    if labels.get(DTS_LABEL[0]) == DTS_LABEL[1] and node in nodes:
+        return base, f"/dts/{node}{path}"
+    if labels.get("app") != DCGM_APP or node not in served:
+        return None
+    return base, f"/node/{node}{path}"
+
+
 def sync(cfg: LabConfig, api_client: Any | None = None, reload: bool = True) -> SyncResult:
     """Stand in for the Prometheus Operator once (see the module doc); reload Prometheus when its configuration
     changed and it runs."""
@@ -478,10 +494,7 @@ def sync(cfg: LabConfig, api_client: Any | None = None, reload: bool = True) -> 
     base = f"127.0.0.1:{port(cfg, 'dcgm-exporter')}"
 
     def address_for(pod: Obj, path: str) -> tuple[str, str] | None:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if (pod["metadata"].get("labels") or {}).get("app") != DCGM_APP or node not in served:
-            return None
-        return base, f"/node/{node}{path}"
+        return lab_address(pod, path, base, set(nodes), set(served))
 
     jobs, skipped = scrape_jobs(sms, services, endpoints, pods, namespaces, address_for)
     skipped += ne_skipped

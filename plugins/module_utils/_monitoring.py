@@ -23,6 +23,12 @@ the AMD GPU Operator v1.5.1 (internal/metricsexporter) - ../shared/reference/ups
   ServiceMonitor (ClusterPolicy ``dcgmExporter.serviceMonitor``): it lands in the operator's namespace, which a
   Prometheus with a null ``serviceMonitorNamespaceSelector`` never reads, and its labels would have to be known before
   the Prometheus is read. Both at once scrape every GPU twice (:func:`duplicate_scrape_findings`).
+- **NIC telemetry** (:func:`telemetry_objects`): the Network Operator's DOCA Telemetry Service (NicClusterPolicy
+  ``docaTelemetryService``) serves Prometheus on port 9189 of every node with NVIDIA NICs (host network), but upstream
+  ships no Service and no ServiceMonitor for it, and its container declares no port. The role adds a headless Service
+  ``gpuops-doca-telemetry`` in the operator's namespace (selector ``app.kubernetes.io/name: doca-telemetry``, numeric
+  targetPort: Endpoints need no declared container port, which a PodMonitor would) and a ServiceMonitor for it (job
+  ``gpuops-doca-telemetry``). Health is the ``up`` target per NIC node only: DTS's metric names are not verified.
 - **Dashboards** are ConfigMaps with Grafana's sidecar label (``_dashboards``).
 - **Health** (:func:`health_findings`): Prometheus has an ``up`` target for every GPU node's exporter and one GPU
   reporting (distinct UUIDs of ``DCGM_FI_DEV_GPU_TEMP``) per GPU the node's hardware has; the nodes that differ are
@@ -37,7 +43,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _dashboards, _gpu_alerts, _owned, _sharing_status
+from ansible_collections.gpuops.platform.plugins.module_utils import (
+    _dashboards,
+    _gpu_alerts,
+    _network,
+    _owned,
+    _sharing_status,
+)
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
@@ -45,7 +57,7 @@ Obj = dict[str, Any]
 API_VERSION = "monitoring.coreos.com/v1"
 OWNER_LABELS = _owned.owner_labels("monitoring")
 OWNER_SELECTOR = _owned.selector(OWNER_LABELS)
-KINDS = ("ServiceMonitor", "PrometheusRule", "ConfigMap")
+KINDS = ("ServiceMonitor", "PrometheusRule", "ConfigMap", "Service")
 MODES = ("install", "attach")
 EXPORTER_JOB = "nvidia-dcgm-exporter"
 NVIDIA_SERVICE_LABELS = {"app": "nvidia-dcgm-exporter"}  # the GPU Operator's Service (assets/state-dcgm-exporter)
@@ -54,6 +66,10 @@ AMD_SERVICE_LABEL = "app.kubernetes.io/service"  # internal/metricsexporter svcL
 AMD_PORT = "exporter-port"
 EXISTS_VALUE = "gpuops"  # the value given to a label that a selector only needs to exist
 RULE_NAME = "gpuops-gpu-alerts"
+TELEMETRY_NAME = "gpuops-doca-telemetry"  # the Service, so the job, and the ServiceMonitor
+TELEMETRY_JOB = TELEMETRY_NAME
+TELEMETRY_PORT = "telemetry"
+TELEMETRY_SERVICE_LABELS = {"gpuops.platform/scrape": "doca-telemetry"}  # what the ServiceMonitor selects
 
 
 finding = _owned.finding
@@ -318,6 +334,27 @@ def _service_monitor(
     return _owned.owned(obj, OWNER_LABELS)
 
 
+def telemetry_objects(
+    namespace: str, labels: Mapping[str, str], network_namespace: str, port: int, interval: str = "15s"
+) -> list[Obj]:
+    """The DOCA Telemetry Service's headless Service in the Network Operator's namespace and the role's ServiceMonitor
+    for it (see the module doc)."""
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": TELEMETRY_NAME, "namespace": network_namespace, "labels": dict(TELEMETRY_SERVICE_LABELS)},
+        "spec": {
+            "clusterIP": "None",
+            "selector": dict(_network.DOCA_TELEMETRY_POD_LABELS),
+            "ports": [{"name": TELEMETRY_PORT, "port": int(port), "targetPort": int(port), "protocol": "TCP"}],
+        },
+    }
+    monitor = _service_monitor(
+        TELEMETRY_NAME, namespace, labels, TELEMETRY_SERVICE_LABELS, network_namespace, TELEMETRY_PORT, interval
+    )
+    return [_owned.owned(service, OWNER_LABELS), monitor]
+
+
 def duplicate_scrape_findings(cluster_policy: Mapping[str, Any] | None, nvidia: bool) -> list[Finding]:
     """The GPU Operator's own ServiceMonitor and the role's both scraping the exporter: every series twice."""
     if not nvidia or not cluster_policy:
@@ -491,6 +528,31 @@ def build(
             str(variables.get("monitoring_amd_namespace")) if variables.get("monitoring_amd") else None,
             interval=str(variables.get("monitoring_scrape_interval") or "15s"),
         )
+    network = bool(variables.get("monitoring_network"))
+    network_namespace = str(variables.get("monitoring_network_namespace") or "nvidia-network-operator")
+    port = variables.get("monitoring_network_port", _network.DOCA_TELEMETRY_PORT)
+    if network and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        findings.append(
+            finding(
+                "monitoring-network-port-invalid",
+                "error",
+                "variable",
+                "monitoring_network_port",
+                [f"monitoring_network_port is {port}"],
+                "a TCP port is a number from 1 to 65535",
+                f"set the port of the DOCA Telemetry Service's prometheus= line ({_network.DOCA_TELEMETRY_PORT} in the "
+                "operator's default config)",
+            )
+        )
+        network = False
+    if "servicemonitor" in labels and network:
+        objects += telemetry_objects(
+            namespace,
+            labels["servicemonitor"],
+            network_namespace,
+            int(port),
+            interval=str(variables.get("monitoring_scrape_interval") or "15s"),
+        )
     if "rule" in labels and not any(f["severity"] == "error" for f in findings):
         rule = _gpu_alerts.prometheus_rule(thresholds, RULE_NAME, namespace, labels["rule"])
         objects.append(_owned.owned(rule, OWNER_LABELS))
@@ -508,6 +570,8 @@ def build(
         "findings": findings,
         "owner_selector": OWNER_SELECTOR,
         "exporter_job": EXPORTER_JOB,
+        # the namespace the telemetry Service lives in (None: NIC telemetry is not scraped)
+        "telemetry_namespace": network_namespace if network else None,
         # the counters the rules read beyond the exporter's default list, for the health check's warning
         "alert_counters": {} if threshold_errors else _gpu_alerts.non_default_counters(thresholds),
         "wait_objects": _wait_objects(variables, namespace) if mode == "install" else [],
@@ -553,6 +617,57 @@ def counter_findings(counters: Mapping[str, Sequence[str]], present: Sequence[Ma
                 )
             )
     return out
+
+
+TELEMETRY_UP_QUERY = f'sum by (node) (up{{job="{TELEMETRY_JOB}"}} == 1)'
+
+
+def telemetry_nodes(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The nodes where the DOCA Telemetry Service runs: those with NVIDIA NICs (NFD's pci-15b3 label)."""
+    out = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        if str((meta.get("labels") or {}).get(_network.NIC_LABEL)) == "true":
+            out.append(str(meta.get("name")))
+    return sorted(out)
+
+
+def telemetry_findings(nodes: Sequence[Mapping[str, Any]], up: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per node with NVIDIA NICs: its up DOCA Telemetry Service targets (``up``: the result of
+    :data:`TELEMETRY_UP_QUERY`). Returns a row per node and a finding per node without one; the cause names the
+    driver's wait label when the driver container is not ready there (DTS waits for it)."""
+    up_by = _count_by(up, "node")
+    labels_of = {
+        str((n.get("metadata") or {}).get("name")): (n.get("metadata") or {}).get("labels") or {} for n in nodes
+    }
+    rows, findings = [], []
+    for node in telemetry_nodes(nodes):
+        targets = up_by.get(node, 0)
+        rows.append({"node": node, "telemetry_up": targets})
+        if targets >= 1:
+            continue
+        waiting = str(labels_of[node].get(_network.MOFED_WAIT_LABEL)) == "true"
+        cause = (
+            f"the node's DOCA driver is not ready ({_network.MOFED_WAIT_LABEL}=true): the DOCA Telemetry Service "
+            "starts only after it"
+            if waiting
+            else "Prometheus does not scrape the node's DOCA Telemetry Service: its NICs have no metrics"
+        )
+        findings.append(
+            finding(
+                "monitoring-telemetry-not-scraped",
+                "error",
+                "Node",
+                node,
+                [f"no target of job {TELEMETRY_JOB} with node={node} is up"],
+                cause,
+                "check the NicClusterPolicy's docaTelemetryService (network_operator_doca_telemetry_enabled), the "
+                "doca-telemetry-service pod on the node (kubectl -n <network operator ns> get pods -l "
+                "app.kubernetes.io/name=doca-telemetry -o wide), that its config keeps prometheus=http://0.0.0.0:9189, "
+                f"the Service and ServiceMonitor {TELEMETRY_NAME} and the Prometheus targets page",
+            )
+        )
+    return {"rows": rows, "findings": findings}
 
 
 FIRING_QUERY = 'ALERTS{alertstate="firing", alertname=~"GPU.*"}'  # the collection's GPU alerts that fire now

@@ -50,6 +50,14 @@ The role's variables reach these functions as one mapping ``cfg`` keyed by the v
     ``useCdi`` of the device plugin (rendered only when true).
 ``multus_enabled``, ``cni_plugins_enabled``, ``ipoib_enabled``, ``nv_ipam_enabled``, ``nv_ipam_webhook`` (bool)
     ``spec.secondaryNetwork.{multus, cniPlugins, ipoib}`` and ``spec.nvIpam``.
+``doca_telemetry_enabled`` (bool), ``doca_telemetry_config_map`` (str)
+    ``spec.docaTelemetryService``: the DOCA Telemetry Service DaemonSet ``doca-telemetry-service`` (pods labelled
+    ``app.kubernetes.io/name: doca-telemetry``, host network) on the nodes with NVIDIA NICs once their driver is
+    ready, its Prometheus endpoint on port 9189 (the operator's default ConfigMap ``doca-telemetry-service`` says
+    ``prometheus=http://0.0.0.0:9189``). Its image is the release's own (``nvcr.io/nvidia/doca/doca_telemetry``,
+    not spec.global's repository), overridable in ``images``. ``doca_telemetry_config_map``: the user's ConfigMap
+    in the operator's namespace (``config.fromConfigMap``, key ``dts_config_map.ini``), which replaces the default
+    one; it must keep the Prometheus line for the monitoring role's scrape.
 ``tolerations`` (list), ``node_affinity`` (dict)
     ``spec.tolerations`` / ``spec.nodeAffinity`` of the operands (the DaemonSets still only run on nodes labelled
     ``feature.node.kubernetes.io/pci-15b3.present=true``).
@@ -117,7 +125,14 @@ IMAGES = {
     "cniPlugins": "plugins",
     "ipoib": "ipoib-cni",
     "nvIpam": "nvidia-k8s-ipam",
+    "docaTelemetryService": "doca_telemetry",
 }
+# hack/release.yaml @ v26.4.1: the DOCA Telemetry Service image lives outside spec.global's repository
+DOCA_TELEMETRY_RELEASE = {"repository": "nvcr.io/nvidia/doca", "version": "1.25.5-doca3.4.0-host"}
+# manifests/state-doca-telemetry-service @ v26.4.1: the DaemonSet's pod label and the default ConfigMap's Prometheus
+# endpoint (prometheus=http://0.0.0.0:9189)
+DOCA_TELEMETRY_POD_LABELS = {"app.kubernetes.io/name": "doca-telemetry"}
+DOCA_TELEMETRY_PORT = 9189
 # NicClusterPolicy section -> status.appliedStates[].name (pkg/state/state_*.go @ v26.4.1)
 STATES = {
     "ofedDriver": "state-OFED",
@@ -127,6 +142,7 @@ STATES = {
     "cniPlugins": "state-container-networking-plugins",
     "ipoib": "state-ipoib-cni",
     "nvIpam": "state-nv-ipam-cni",
+    "docaTelemetryService": "state-doca-telemetry-service",
 }
 # docs/mofed-container-env-vars.md @ v26.4.1: the driver container's documented variables
 OFED_ENV = (
@@ -196,6 +212,8 @@ DEFAULTS: dict[str, Any] = {
     "ipoib_enabled": False,
     "nv_ipam_enabled": True,
     "nv_ipam_webhook": False,
+    "doca_telemetry_enabled": False,
+    "doca_telemetry_config_map": "",
     "tolerations": [],
     "node_affinity": {},
     "ip_pools": [],
@@ -359,6 +377,11 @@ def nic_cluster_policy(cfg: Mapping[str, Any]) -> Obj:
         spec["secondaryNetwork"] = secondary
     if c["nv_ipam_enabled"]:
         spec["nvIpam"] = {**_image(c, "nvIpam"), "enableWebhook": bool(c["nv_ipam_webhook"])}
+    if c["doca_telemetry_enabled"]:
+        dts = _image(c, "docaTelemetryService", **DOCA_TELEMETRY_RELEASE)
+        if c["doca_telemetry_config_map"]:
+            dts["config"] = {"fromConfigMap": str(c["doca_telemetry_config_map"])}
+        spec["docaTelemetryService"] = dts
     if c["tolerations"]:
         spec["tolerations"] = copy.deepcopy(_list(c["tolerations"]))
     if c["node_affinity"]:
@@ -1044,6 +1067,18 @@ def network_input_findings(cfg: Mapping[str, Any]) -> list[Finding]:
                 c["images"],
                 f"{', '.join(unknown)}: not a NicClusterPolicy section with an image.",
                 f"use {', '.join(IMAGES)}.",
+            )
+        )
+    cm = c["doca_telemetry_config_map"]
+    if cm and (not isinstance(cm, str) or not OBJECT_NAME_RE.match(cm)):
+        out.append(
+            _bad(
+                "network-doca-telemetry-config-map-invalid",
+                _var("doca_telemetry_config_map"),
+                cm,
+                "not a ConfigMap name (DNS-1123 subdomain).",
+                "name a ConfigMap of the operator's namespace with the key dts_config_map.ini, or leave it empty for "
+                "the operator's default one.",
             )
         )
     out += _ofed_findings(c)

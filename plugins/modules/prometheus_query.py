@@ -58,6 +58,20 @@ options:
             warning finding C(monitoring-counters-not-exported) (it can never fire); asked once, after the wait.
         type: dict
         default: {}
+      gpus:
+        description:
+          - Check the GPU exporters (dcgm-exporter targets and GPU series); V(false) with O(gpu_health.telemetry)
+            alone.
+        type: bool
+        default: true
+      telemetry:
+        description:
+          - Also check the NIC telemetry - an up DOCA Telemetry Service target (job C(gpuops-doca-telemetry), target
+            label C(node)) on every node of O(gpu_health.nodes) labelled
+            C(feature.node.kubernetes.io/pci-15b3.present=true). Returned as C(telemetry_rows) in RV(health), with
+            C(monitoring-telemetry-not-scraped) findings.
+        type: bool
+        default: false
   gpu_overview:
     description:
       - Also ask, per node, for the GPUs reporting metrics (distinct C(UUID)s of C(DCGM_FI_DEV_GPU_TEMP)) and the
@@ -140,10 +154,11 @@ gpu_overview:
   type: dict
 health:
   description:
-    - With O(gpu_health), C(rows) (per GPU node - C(node), C(gpus), C(exporter_up), C(gpu_series)) and C(findings)
-      (C(monitoring-exporter-not-scraped), C(monitoring-gpu-series-mismatch) errors, from the last round, and
-      C(monitoring-counters-not-exported) warnings for O(gpu_health.counters) - each with the severity, object,
-      evidence, cause and fix).
+    - With O(gpu_health), C(rows) (per GPU node - C(node), C(gpus), C(exporter_up), C(gpu_series)), C(telemetry_rows)
+      (with O(gpu_health.telemetry), per node with NVIDIA NICs - C(node), C(telemetry_up)) and C(findings)
+      (C(monitoring-exporter-not-scraped), C(monitoring-gpu-series-mismatch) and C(monitoring-telemetry-not-scraped)
+      errors, from the last round, and C(monitoring-counters-not-exported) warnings for O(gpu_health.counters) - each
+      with the severity, object, evidence, cause and fix).
   returned: when O(gpu_health) is given and Prometheus answered
   type: dict
 """
@@ -171,6 +186,8 @@ ARGUMENT_SPEC = dict(
             "timeout": {"type": "int", "default": 0},
             "interval": {"type": "int", "default": 5},
             "counters": {"type": "dict", "default": {}},
+            "gpus": {"type": "bool", "default": True},
+            "telemetry": {"type": "bool", "default": False},
         },
     },
     url={"type": "str"},
@@ -229,12 +246,21 @@ def _ask(reader, p, queries):
 def _health(reader, p):
     """The health check, asked again (the collection's readiness Waiter) until no node differs or the timeout."""
     spec = p["gpu_health"]
-    expected = _monitoring.expected_gpus(spec["nodes"])
-    queries = {"up": _monitoring.UP_QUERY, "gpu_series": _monitoring.GPU_SERIES_QUERY}
+    expected = _monitoring.expected_gpus(spec["nodes"]) if spec["gpus"] else {}
+    queries = {"up": _monitoring.UP_QUERY, "gpu_series": _monitoring.GPU_SERIES_QUERY} if spec["gpus"] else {}
+    if spec["telemetry"]:
+        queries["telemetry_up"] = _monitoring.TELEMETRY_UP_QUERY
 
     def probe():
         got = _ask(reader, p, queries)
-        health = _monitoring.health_findings(expected, got["up"], got["gpu_series"])
+        health = _monitoring.health_findings(expected, got.get("up", []), got.get("gpu_series", []))
+        if spec["telemetry"]:
+            telemetry = _monitoring.telemetry_findings(spec["nodes"], got["telemetry_up"])
+            health = {
+                **health,
+                "telemetry_rows": telemetry["rows"],
+                "findings": health["findings"] + telemetry["findings"],
+            }
         unmet = [_readiness.NotReady("Node", None, f["object"]["name"], f["id"]) for f in health["findings"]]
         return (got, health), unmet
 

@@ -15,7 +15,10 @@ What it writes (upstream behaviour unless marked *sim*):
   (rdmaSharedDevicePlugin) and `network-operator-sriov-device-plugin` (sriovDevicePlugin), both selecting
   `pci-15b3.present=true` and `network.nvidia.com/operator.mofed.wait=false`, `kube-multus-ds` and
   `cni-plugins-ds` (every node), `kube-ipoib-cni-ds` and `nv-ipam-node` (*sim*: ipoib on pci-15b3 nodes; nv-ipam
-  on every node; the nv-ipam controller Deployment is not played). Tolerations `nvidia.com/gpu` + spec.tolerations
+  on every node; the nv-ipam controller Deployment is not played), `doca-telemetry-service` (docaTelemetryService; pods
+  labelled `app.kubernetes.io/name=doca-telemetry`, on pci-15b3 nodes with mofed.wait=false; *sim*: the operator's
+  default ConfigMap `doca-telemetry-service` is not written, and the lab's monitoring answers the pods' Prometheus
+  endpoint, monitoring.py). Tolerations `nvidia.com/gpu` + spec.tolerations
   (+ *sim* the kwok taint); images `<repository>/<image>:<version>` with spec.global filling the gaps
   (ApplyGlobalConfig). A DaemonSet of a section removed from the spec is deleted.
 - Node label `network.nvidia.com/operator.mofed.wait` on nodes with `pci-15b3.present=true`: `true` until the
@@ -161,7 +164,17 @@ SECTIONS: dict[str, tuple[str, str, str, bool, bool]] = {
     "cniPlugins": ("state-container-networking-plugins", "cni-plugins-ds", "cni-plugins", False, False),
     "ipoib": ("state-ipoib-cni", "kube-ipoib-cni-ds", "ipoib-cni", True, False),
     "nvIpam": ("state-nv-ipam-cni", "nv-ipam-node", "nv-ipam-node", False, False),
+    # manifests/state-doca-telemetry-service: NIC nodes once the driver is ready (mofed.wait=false)
+    "docaTelemetryService": (
+        "state-doca-telemetry-service",
+        "doca-telemetry-service",
+        "doca-telemetry-service",
+        True,
+        True,
+    ),
 }
+# the pod labels of a section's DaemonSet where upstream's are not app=<name>
+POD_LABELS: dict[str, dict[str, str]] = {"docaTelemetryService": {"app.kubernetes.io/name": "doca-telemetry"}}
 LINK_TYPES = {"Ethernet": "ether", "InfiniBand": "infiniband"}
 
 
@@ -305,13 +318,14 @@ def daemonset_manifest(
         os_id = os_name.rstrip("0123456789.")
         selector[OS_ID_LABEL], selector[OS_VERSION_LABEL] = os_id, os_name[len(os_id) :]
     app = name.removesuffix("-ds")
+    own_labels = POD_LABELS.get(section) or {"app": app}
     pod_spec: Obj = {
         "tolerations": merge_tolerations(spec.get("tolerations") or (), [GPU_TOLERATION], [KWOK_TOLERATION]),
         "priorityClassName": "system-node-critical",
         "hostNetwork": True,
         "containers": [{"name": container, "image": image_of(spec, section)}],
     }
-    labels = {"app": app}
+    labels = dict(own_labels)
     scope_to_instance(instance, pod_spec, selector, labels)
     if selector:
         pod_spec["nodeSelector"] = selector
@@ -320,7 +334,7 @@ def daemonset_manifest(
         "kind": "DaemonSet",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         "spec": {
-            "selector": {"matchLabels": {"app": app}},
+            "selector": {"matchLabels": dict(own_labels)},
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
         },
     }

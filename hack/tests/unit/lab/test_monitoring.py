@@ -6,6 +6,9 @@ and ServiceMonitor, the pods' GPUs (pod attribution) and the node_exporter's gen
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from gpuops_lab import dcgm, monitoring, node_exporter, profiles
 from gpuops_lab.config import LabConfig
@@ -455,3 +458,40 @@ def test_monitoring_ports_in_the_ephemeral_range_are_refused(tmp_path, monkeypat
     assert monitoring.port(cfg, "kube-state-metrics") == 20312
     with pytest.raises(LabError, match=r"GPUOPS_LAB_PROMETHEUS_PORT=20310 \(prometheus\): inside"):
         monitoring.port(cfg, "prometheus")
+
+
+def test_the_roles_doca_telemetry_service_is_scraped_at_the_lab_exporter():
+    # the role's own objects (through the collection link of `make venv`), so the lab is held to what the role applies
+    sys.path.insert(0, str(Path(__file__).resolve().parents[4] / ".state/collections"))
+    from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring  # noqa: PLC0415
+
+    net = "nvidia-network-operator"
+    svc, sm = _monitoring.telemetry_objects("monitoring", {"release": "kps"}, net, 9189)
+    # upstream's DTS pod: host network (pod IP = node IP), no declared container port
+    pods = [
+        {
+            "metadata": {"name": f"doca-telemetry-service-{n}", "namespace": net, "labels": {DTS: "doca-telemetry"}},
+            "spec": {"nodeName": n, "hostNetwork": True, "containers": [{"name": "doca-telemetry-service"}]},
+        }
+        for n in ("dgx-0", "dgx-1")
+    ]
+    eps = _eps(pods, name="gpuops-doca-telemetry", ns=net)
+    eps["subsets"][0]["ports"] = [{"name": "telemetry", "port": 9189}]
+
+    def address(pod, path):
+        return monitoring.lab_address(pod, path, "127.0.0.1:9999", {"dgx-0", "dgx-1"}, set())
+
+    jobs, skipped = monitoring.scrape_jobs([sm], [svc], [eps], pods, [net, "monitoring"], address)
+    assert skipped == []
+    (job,) = jobs
+    assert job.name == "serviceMonitor/monitoring/gpuops-doca-telemetry/0"
+    first = job.targets[0]["labels"]
+    assert first["job"] == "gpuops-doca-telemetry" and first["endpoint"] == "telemetry"
+    assert first["instance"] == "10.244.0.2:9189" and first["__metrics_path__"] == "/dts/dgx-0/metrics"
+    assert job.config["relabel_configs"][0]["target_label"] == "node"  # the health check counts targets per node
+    # a dcgm-exporter pod on a node the exporter does not serve is not a DTS target
+    assert monitoring.lab_address(_pod("dcgm-a", "dgx-0"), "/metrics", "x", {"dgx-0"}, set()) is None
+    assert monitoring.lab_address(pods[0], "/metrics", "x", set(), set()) is None  # a node the lab does not know
+
+
+DTS = "app.kubernetes.io/name"

@@ -248,6 +248,33 @@ def test_policy_ready_and_dgx_advertises_rdma(lab):
     assert lab.client.writes[writes:] == []
 
 
+def test_doca_telemetry_runs_on_nic_nodes_once_the_driver_is_ready(lab):
+    lab.node("dgx-1", "dgx-h100", faults="network-driver-not-ready")
+    dts = {"image": "doca_telemetry", "repository": "nvcr.io/nvidia/doca", "version": "1.25.5-doca3.4.0-host"}
+    lab.policy(spec={**SPEC, "docaTelemetryService": dts})
+    lab.settle()
+    ds = lab.client.obj("apps/v1", "DaemonSet", "doca-telemetry-service", NS)
+    tpl = ds["spec"]["template"]
+    # upstream's manifest: its own pod label, host network, NIC nodes after the driver
+    assert ds["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "doca-telemetry"}
+    assert tpl["metadata"]["labels"] == {"app.kubernetes.io/name": "doca-telemetry"}
+    assert tpl["spec"]["hostNetwork"] is True
+    assert tpl["spec"]["nodeSelector"] == {
+        "feature.node.kubernetes.io/pci-15b3.present": "true",
+        MOFED_WAIT_LABEL: "false",
+    }
+    assert tpl["spec"]["containers"][0]["image"] == "nvcr.io/nvidia/doca/doca_telemetry:1.25.5-doca3.4.0-host"
+    assert lab.client.obj("v1", "Pod", "doca-telemetry-service-dgx-0", NS) is not None
+    assert lab.client.obj("v1", "Pod", "doca-telemetry-service-dgx-1", NS) is None  # its driver is not ready
+    assert lab.client.obj("v1", "Pod", "doca-telemetry-service-cpu-0", NS) is None  # no NVIDIA NIC
+    assert {"name": "state-doca-telemetry-service", "state": "ready"} in lab.status()["appliedStates"]
+    # the section removed: its DaemonSet goes, and its state with it
+    lab.client.patch(API, "NicClusterPolicy", "nic-cluster-policy", None, {"spec": {"docaTelemetryService": None}})
+    lab.settle()
+    assert lab.client.obj("apps/v1", "DaemonSet", "doca-telemetry-service", NS) is None
+    assert "state-doca-telemetry-service" not in [s["name"] for s in lab.status()["appliedStates"]]
+
+
 def test_a_tainted_control_plane_node_is_not_waited_for(lab):
     lab.client.add(
         {

@@ -578,3 +578,68 @@ def test_counter_findings_name_the_alerts_that_cannot_fire(present, alerts):
 def test_build_hands_the_alert_counters_to_the_health_check():
     built = _monitoring.build({"monitoring_mode": "attach", "monitoring_nvidia": True}, [], None)
     assert set(built["alert_counters"]) == {"GPUUncorrectableECCError", "GPUNVLinkErrors"}
+
+
+def test_nic_telemetry_gets_a_headless_service_and_a_service_monitor():
+    built = _monitoring.build(
+        {**VARS, "monitoring_network": True, "monitoring_network_namespace": "nvidia-network-operator"}, [KPS], {}
+    )
+    assert built["findings"] == [] and built["telemetry_namespace"] == "nvidia-network-operator"
+    by = {(o["kind"], o["metadata"]["name"]): o for o in built["objects"]}
+    svc = by[("Service", "gpuops-doca-telemetry")]
+    # upstream's DaemonSet: pods labelled app.kubernetes.io/name=doca-telemetry, no declared port; a numeric
+    # targetPort still gets Endpoints
+    assert svc["metadata"]["namespace"] == "nvidia-network-operator"
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == {"app.kubernetes.io/name": "doca-telemetry"}
+    assert svc["spec"]["ports"] == [{"name": "telemetry", "port": 9189, "targetPort": 9189, "protocol": "TCP"}]
+    assert svc["metadata"]["labels"]["gpuops.platform/role"] == "monitoring"  # owned: pruned when dropped
+    sm = by[("ServiceMonitor", "gpuops-doca-telemetry")]
+    assert sm["metadata"]["namespace"] == "monitoring" and sm["metadata"]["labels"]["release"] == "kps"
+    assert all(svc["metadata"]["labels"][k] == v for k, v in sm["spec"]["selector"]["matchLabels"].items())
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": ["nvidia-network-operator"]}
+    assert sm["spec"]["endpoints"][0]["port"] == "telemetry" and "jobLabel" not in sm["spec"]  # job = the Service
+    # off: neither, and a stale pair is pruned
+    off = _monitoring.build(VARS, [KPS], {})
+    assert off["telemetry_namespace"] is None
+    assert not [o for o in off["objects"] if "doca" in o["metadata"]["name"]]
+    stale = monitoring_owned(off["objects"], built["objects"])
+    assert [(o["kind"], o["metadata"]["name"]) for o in stale] == [
+        ("ServiceMonitor", "gpuops-doca-telemetry"),
+        ("Service", "gpuops-doca-telemetry"),
+    ]
+    assert stale[1]["metadata"]["namespace"] == "nvidia-network-operator"
+
+
+@pytest.mark.parametrize("port", [0, 70000, "9189", True])
+def test_nic_telemetry_port_must_be_a_port(port):
+    built = _monitoring.build({**VARS, "monitoring_network": True, "monitoring_network_port": port}, [KPS], {})
+    assert ids(built["findings"]) == ["monitoring-network-port-invalid"]
+    assert not [o for o in built["objects"] if o["kind"] == "Service"]
+
+
+def _nic_node(name, wait="false", nic=True):
+    labels = {"network.nvidia.com/operator.mofed.wait": wait}
+    if nic:
+        labels["feature.node.kubernetes.io/pci-15b3.present"] = "true"
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "up", "bad", "cause"),
+    [
+        ([_nic_node("a"), _nic_node("b")], {"a": 1, "b": 1}, [], None),
+        ([_nic_node("a"), _nic_node("b")], {"a": 1}, [("monitoring-telemetry-not-scraped", "b")], "does not scrape"),
+        ([_nic_node("a", wait="true")], {}, [("monitoring-telemetry-not-scraped", "a")], "DOCA driver is not ready"),
+        ([_nic_node("a"), _nic_node("cpu", nic=False)], {"a": 1}, [], None),  # no NVIDIA NIC: nothing expected
+        ([_nic_node("a")], {"a": 0}, [("monitoring-telemetry-not-scraped", "a")], "does not scrape"),
+    ],
+)
+def test_telemetry_health(nodes, up, bad, cause):
+    got = _monitoring.telemetry_findings(nodes, vec("node", up))
+    assert [(f["id"], f["object"]["name"]) for f in got["findings"]] == bad
+    assert [r["node"] for r in got["rows"]] == _monitoring.telemetry_nodes(nodes)
+    if cause:
+        assert cause in got["findings"][0]["cause"]
+        assert "no target of job gpuops-doca-telemetry with node=" in got["findings"][0]["evidence"][0]
+    assert _monitoring.TELEMETRY_UP_QUERY == 'sum by (node) (up{job="gpuops-doca-telemetry"} == 1)'

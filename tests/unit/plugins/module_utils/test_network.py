@@ -215,6 +215,27 @@ def test_rdma_config_renders_every_selector_in_upstream_names():
         ({"multus_enabled": False, "cni_plugins_enabled": False}, ("secondaryNetwork",), None),
         ({"nv_ipam_enabled": False}, ("nvIpam",), None),
         ({"nv_ipam_webhook": True}, ("nvIpam", "enableWebhook"), True),
+        ({"doca_telemetry_enabled": False}, ("docaTelemetryService",), None),
+        (
+            {"doca_telemetry_enabled": True},
+            ("docaTelemetryService",),
+            # its own repository and version (hack/release.yaml), not spec.global's
+            {"image": "doca_telemetry", "repository": "nvcr.io/nvidia/doca", "version": "1.25.5-doca3.4.0-host"},
+        ),
+        (
+            {
+                "doca_telemetry_enabled": True,
+                "doca_telemetry_config_map": "my-dts",
+                "images": {"docaTelemetryService": {"repository": "mirror.example.com/doca", "version": "1.26.0"}},
+            },
+            ("docaTelemetryService",),
+            {
+                "image": "doca_telemetry",
+                "repository": "mirror.example.com/doca",
+                "version": "1.26.0",
+                "config": {"fromConfigMap": "my-dts"},
+            },
+        ),
         ({"use_cdi": True}, ("rdmaSharedDevicePlugin", "useCdi"), True),
         (
             {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
@@ -389,6 +410,11 @@ V = "network_operator_"
         ({"version": "v1 2"}, [("network-version-invalid", "error", V + "version")]),
         ({"image_pull_secrets": ["NGC Secret"]}, [("network-pull-secret-invalid", "error", V + "image_pull_secrets")]),
         ({"images": {"rdma": {"version": "x"}}}, [("network-images-unknown", "error", V + "images")]),
+        (
+            {"doca_telemetry_enabled": True, "doca_telemetry_config_map": "My DTS"},
+            [("network-doca-telemetry-config-map-invalid", "error", V + "doca_telemetry_config_map")],
+        ),
+        ({"doca_telemetry_enabled": "yes"}, [("network-variable-type", "error", V + "doca_telemetry_enabled")]),
         (
             {**NETWORKS, "macvlan_networks": [{"name": "m", "master": "ens1f0np0", "mtu": 0}]},
             [("network-mtu-invalid", "error", V + "macvlan_networks[0].mtu")],
@@ -699,6 +725,18 @@ ALL_READY = [{"name": n, "state": "ready"} for n in net.STATES.values()]
         (
             policy("ready", [{"name": "state-OFED", "state": "ready"}], ofedDriver={"image": "doca-driver"}),
             None,
+        ),
+        (
+            policy(
+                "notReady",
+                [{"name": "state-doca-telemetry-service", "state": "notReady"}],
+                docaTelemetryService={"image": "doca_telemetry"},
+            ),
+            "status.state is notReady, want ready; not ready: state-doca-telemetry-service notReady",
+        ),
+        (
+            policy("ready", [], docaTelemetryService={"image": "doca_telemetry"}),
+            "status.state is ready, want ready; no status yet for state-doca-telemetry-service",
         ),
         (
             policy("ignore", name="ncp"),

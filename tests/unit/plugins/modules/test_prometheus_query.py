@@ -190,3 +190,56 @@ def test_no_counter_question_while_no_exporter_is_up(run_module, prom):
     assert not failed
     assert [f["id"] for f in result["health"]["findings"]] == ["monitoring-exporter-not-scraped"]
     assert COUNTERS_Q not in p.asked
+
+
+TELEMETRY_UP = 'sum by (node) (up{job="gpuops-doca-telemetry"} == 1)'
+NIC_NODES = [
+    {
+        "metadata": {
+            "name": n,
+            "labels": {
+                "feature.node.kubernetes.io/pci-15b3.present": "true",
+                "network.nvidia.com/operator.mofed.wait": "false",
+            },
+        }
+    }
+    for n in ("dgx-0", "dgx-1")
+]
+
+
+def test_telemetry_alone_asks_no_gpu_question_and_waits_for_every_nic_node(run_module, prom):
+    p = prom({TELEMETRY_UP: (vec("node", {"dgx-0": 1}), vec("node", {"dgx-0": 1, "dgx-1": 1}))})
+    result, failed = run_module(
+        prometheus_query,
+        {
+            "url": p.url,
+            "gpu_health": {"nodes": NIC_NODES, "timeout": 10, "interval": 1, "gpus": False, "telemetry": True},
+        },
+    )
+    assert not failed, result
+    assert result["health"]["findings"] == [] and result["health"]["rows"] == []
+    assert result["health"]["telemetry_rows"] == [
+        {"node": "dgx-0", "telemetry_up": 1},
+        {"node": "dgx-1", "telemetry_up": 1},
+    ]
+    assert p.asked.count(TELEMETRY_UP) == 2 and UP not in p.asked and SERIES not in p.asked
+
+
+def test_telemetry_and_gpus_together_name_the_nic_node_without_a_target(run_module, prom):
+    nodes = [
+        {
+            **NODES[0],
+            "metadata": {
+                **NODES[0]["metadata"],
+                "labels": {**NODES[0]["metadata"]["labels"], **NIC_NODES[0]["metadata"]["labels"]},
+            },
+        }
+    ]
+    p = prom({UP: vec("node", {"dgx-0": 1}), SERIES: vec("Hostname", {"dgx-0": 8}), TELEMETRY_UP: vec("node", {})})
+    result, failed = run_module(
+        prometheus_query, {"url": p.url, "gpu_health": {"nodes": nodes, "timeout": 0, "telemetry": True}}
+    )
+    assert not failed
+    (f,) = result["health"]["findings"]
+    assert f["id"] == "monitoring-telemetry-not-scraped" and f["object"]["name"] == "dgx-0"
+    assert result["health"]["rows"] == [{"node": "dgx-0", "gpus": 8, "exporter_up": 1, "gpu_series": 8}]
