@@ -15,7 +15,7 @@ description:
     the Prometheus object's selectors want them, and the findings (no Prometheus to attach to, a selector no label set
     satisfies or a null one, the role's namespace outside the Prometheus's namespace selectors, bad alert thresholds,
     the GPU Operator's own ServiceMonitor scraping the exporter a second time).
-positional: prometheuses, namespace_labels, cluster_policy
+positional: prometheuses, namespace_labels, cluster_policy, network_namespace_found, check_mode
 options:
   _input:
     description: The role's variables (C(monitoring_*)).
@@ -36,6 +36,16 @@ options:
   cluster_policy:
     description: The GPU Operator's ClusterPolicy, when there is one.
     type: dict
+  network_namespace_found:
+    description:
+      - Whether the Network Operator's namespace (C(monitoring_network_namespace)) exists; null when it was not read.
+      - With C(monitoring_network) and V(false), the finding C(monitoring-network-namespace-missing) - an error, a
+        warning with O(check_mode) - and C(telemetry_namespace_ready) is false.
+    type: bool
+  check_mode:
+    description: The run is in check mode, where an earlier role of the same run may still create what is missing.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -50,7 +60,9 @@ _value:
     - C(objects) (ServiceMonitors, the PrometheusRule and the dashboard ConfigMaps, owner-labelled), C(labels) (the
       labels the ServiceMonitors and the rule carry, by C(servicemonitor)/C(rule)), C(findings), C(owner_selector),
       C(exporter_job), C(up_query) and C(gpu_series_query) (the health check's queries), C(chart_values) (install),
-      C(prometheus) (the name and namespace of the Prometheus attached to), C(wait_objects) (install).
+      C(prometheus) (the name and namespace of the Prometheus attached to), C(wait_objects) (install),
+      C(telemetry_namespace_ready) (false while the namespace of the NIC telemetry Service is missing - the objects
+      cannot be dry-run then).
   type: dict
 """
 
@@ -60,7 +72,14 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring  # noqa: E402
 
 
-def monitoring_objects(variables, prometheuses=None, namespace_labels=None, cluster_policy=None):
+def monitoring_objects(
+    variables,
+    prometheuses=None,
+    namespace_labels=None,
+    cluster_policy=None,
+    network_namespace_found=None,
+    check_mode=False,
+):
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("monitoring_objects expects the role's variables as a dict")
     prometheuses = prometheuses or []
@@ -68,7 +87,16 @@ def monitoring_objects(variables, prometheuses=None, namespace_labels=None, clus
         raise AnsibleFilterError("monitoring_objects expects prometheuses as a list of objects")
     if cluster_policy is not None and not isinstance(cluster_policy, Mapping):
         raise AnsibleFilterError("monitoring_objects expects cluster_policy as an object or null")
-    built = _monitoring.build(variables, prometheuses, namespace_labels or {}, cluster_policy or None)
+    if network_namespace_found is not None and not isinstance(network_namespace_found, bool):
+        raise AnsibleFilterError("monitoring_objects expects network_namespace_found as true, false or null")
+    built = _monitoring.build(
+        variables,
+        prometheuses,
+        namespace_labels or {},
+        cluster_policy or None,
+        network_namespace_found=network_namespace_found,
+        check_mode=bool(check_mode),
+    )
     return {**built, "up_query": _monitoring.UP_QUERY, "gpu_series_query": _monitoring.GPU_SERIES_QUERY}
 
 

@@ -500,10 +500,13 @@ def build(
     prometheuses: Sequence[Mapping[str, Any]],
     namespace_labels: Mapping[str, Any] | None = None,
     cluster_policy: Mapping[str, Any] | None = None,
+    network_namespace_found: bool | None = None,
+    check_mode: bool = False,
 ) -> dict[str, Any]:
     """Everything the role applies and its findings, from its variables and what it read: the Prometheus objects of
     the namespace it attaches in, the labels of the role's namespace, the ClusterPolicy (None without the GPU
-    Operator)."""
+    Operator), whether the Network Operator's namespace exists (None: not read). ``check_mode``: a missing namespace
+    is then a warning, since an earlier role of the same run (the Network Operator's) would create it."""
     namespace = str(variables.get("monitoring_namespace") or "monitoring")
     mode = str(variables.get("monitoring_mode") or "install")
     prometheus, findings = pick_prometheus(variables, prometheuses)
@@ -545,6 +548,23 @@ def build(
             )
         )
         network = False
+    # the telemetry Service goes in the Network Operator's namespace: without it there is nothing to scrape yet
+    network_ready = not network or network_namespace_found is not False
+    if not network_ready:
+        findings.append(
+            finding(
+                "monitoring-network-namespace-missing",
+                "warning" if check_mode else "error",
+                "Namespace",
+                network_namespace,
+                ["it does not exist"],
+                "monitoring_network scrapes the Network Operator's DOCA Telemetry Service, whose Service goes in the "
+                "operator's namespace, and no Network Operator runs there"
+                + (" (yet: in --check an earlier role of the run may create it)" if check_mode else ""),
+                "install the Network Operator first (gpuops_network_operator_managed: true, playbooks/operators.yml), "
+                "set monitoring_network_namespace to its namespace, or set monitoring_network: false",
+            )
+        )
     if "servicemonitor" in labels and network:
         objects += telemetry_objects(
             namespace,
@@ -570,8 +590,8 @@ def build(
         "findings": findings,
         "owner_selector": OWNER_SELECTOR,
         "exporter_job": EXPORTER_JOB,
-        # the namespace the telemetry Service lives in (None: NIC telemetry is not scraped)
-        "telemetry_namespace": network_namespace if network else None,
+        # False while the telemetry Service's namespace is missing: the API server cannot dry-run the objects then
+        "telemetry_namespace_ready": network_ready,
         # the counters the rules read beyond the exporter's default list, for the health check's warning
         "alert_counters": {} if threshold_errors else _gpu_alerts.non_default_counters(thresholds),
         "wait_objects": _wait_objects(variables, namespace) if mode == "install" else [],
@@ -663,8 +683,9 @@ def telemetry_findings(nodes: Sequence[Mapping[str, Any]], up: Sequence[Mapping[
                 cause,
                 "check the NicClusterPolicy's docaTelemetryService (network_operator_doca_telemetry_enabled), the "
                 "doca-telemetry-service pod on the node (kubectl -n <network operator ns> get pods -l "
-                "app.kubernetes.io/name=doca-telemetry -o wide), that its config keeps prometheus=http://0.0.0.0:9189, "
-                f"the Service and ServiceMonitor {TELEMETRY_NAME} and the Prometheus targets page",
+                "app.kubernetes.io/name=doca-telemetry -o wide), that its config's prometheus= line serves the port"
+                f" the Service targets (monitoring_network_port), the Service and ServiceMonitor {TELEMETRY_NAME}"
+                " and the Prometheus targets page",
             )
         )
     return {"rows": rows, "findings": findings}

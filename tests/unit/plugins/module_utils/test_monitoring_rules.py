@@ -249,6 +249,7 @@ def test_prune_and_landed():
     [
         (lambda: monitoring_objects("x"), "variables as a dict"),
         (lambda: monitoring_objects({}, "x"), "prometheuses as a list"),
+        (lambda: monitoring_objects({}, [], {}, None, "False"), "network_namespace_found as true, false or null"),
         (lambda: monitoring_owned([], [], "nope"), "check must be"),
         (lambda: monitoring_owned({}, []), "input as a list"),
     ],
@@ -584,7 +585,7 @@ def test_nic_telemetry_gets_a_headless_service_and_a_service_monitor():
     built = _monitoring.build(
         {**VARS, "monitoring_network": True, "monitoring_network_namespace": "nvidia-network-operator"}, [KPS], {}
     )
-    assert built["findings"] == [] and built["telemetry_namespace"] == "nvidia-network-operator"
+    assert built["findings"] == [] and built["telemetry_namespace_ready"] is True
     by = {(o["kind"], o["metadata"]["name"]): o for o in built["objects"]}
     svc = by[("Service", "gpuops-doca-telemetry")]
     # upstream's DaemonSet: pods labelled app.kubernetes.io/name=doca-telemetry, no declared port; a numeric
@@ -601,7 +602,7 @@ def test_nic_telemetry_gets_a_headless_service_and_a_service_monitor():
     assert sm["spec"]["endpoints"][0]["port"] == "telemetry" and "jobLabel" not in sm["spec"]  # job = the Service
     # off: neither, and a stale pair is pruned
     off = _monitoring.build(VARS, [KPS], {})
-    assert off["telemetry_namespace"] is None
+    assert off["telemetry_namespace_ready"] is True  # nothing of the telemetry waits for a namespace
     assert not [o for o in off["objects"] if "doca" in o["metadata"]["name"]]
     stale = monitoring_owned(off["objects"], built["objects"])
     assert [(o["kind"], o["metadata"]["name"]) for o in stale] == [
@@ -609,6 +610,35 @@ def test_nic_telemetry_gets_a_headless_service_and_a_service_monitor():
         ("Service", "gpuops-doca-telemetry"),
     ]
     assert stale[1]["metadata"]["namespace"] == "nvidia-network-operator"
+
+
+@pytest.mark.parametrize(
+    ("network", "found", "check_mode", "want", "ready"),
+    [
+        (True, True, False, [], True),
+        (True, None, False, [], True),  # not read: judged by nobody, as before the namespace was read
+        (True, False, False, [("monitoring-network-namespace-missing", "error")], False),
+        # --check over a whole site: the Network Operator's role earlier in the run would create it, so a plan, no stop
+        (True, False, True, [("monitoring-network-namespace-missing", "warning")], False),
+        (False, False, False, [], True),  # telemetry off: the namespace does not matter
+    ],
+)
+def test_nic_telemetry_needs_the_network_operator_namespace(network, found, check_mode, want, ready):
+    built = monitoring_objects(
+        {**VARS, "monitoring_network": network, "monitoring_network_namespace": "netops"},
+        [KPS],
+        {},
+        None,
+        found,
+        check_mode,
+    )
+    assert [(f["id"], f["severity"]) for f in built["findings"]] == want
+    assert built["telemetry_namespace_ready"] is ready
+    for f in built["findings"]:
+        assert f["object"]["kind"] == "Namespace" and f["object"]["name"] == "netops"
+        assert "monitoring_network_namespace" in f["fix"] and "monitoring_network: false" in f["fix"]
+    # the objects are still built: --check lists them as changes, a real run refuses before applying any
+    assert bool([o for o in built["objects"] if o["kind"] == "Service"]) is network
 
 
 @pytest.mark.parametrize("port", [0, 70000, "9189", True])
@@ -642,4 +672,6 @@ def test_telemetry_health(nodes, up, bad, cause):
     if cause:
         assert cause in got["findings"][0]["cause"]
         assert "no target of job gpuops-doca-telemetry with node=" in got["findings"][0]["evidence"][0]
+        # the port is the user's (monitoring_network_port), not the operator's default written into the fix
+        assert "monitoring_network_port" in got["findings"][0]["fix"] and "9189" not in got["findings"][0]["fix"]
     assert _monitoring.TELEMETRY_UP_QUERY == 'sum by (node) (up{job="gpuops-doca-telemetry"} == 1)'
