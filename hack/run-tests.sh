@@ -120,9 +120,9 @@ do_molecule_scenarios() { # do_molecule_scenarios SCENARIO...
 }
 
 # `all` runs four streams at once, each against its own lab (most of the lab stages is waiting on the API
-# server, Helm and the simulated kubelet, not CPU): the checks (lint, sanity, unit) then some molecule scenarios
-# on lab "c"; half the integration tests on the default lab, then some molecule scenarios on lab "a"; the other half
-# on lab "d", then some molecule scenarios there; the other molecule scenarios on lab "b". Each lab has its own state
+# server, Helm and the simulated kubelet, not CPU): the checks (lint, sanity) then some molecule scenarios on lab
+# "c"; half the integration tests on the default lab, then some molecule scenarios on lab "a"; the other half on lab
+# "d", then some molecule scenarios there; the unit tests, then the other molecule scenarios on lab "b". Each lab has its own state
 # directory and ports; the molecule configs follow GPUOPS_LAB_STATE and GPUOPS_LAB_CHART_REPO_PORT.
 lab_env() { # lab_env a|b|c|d
   local base
@@ -186,7 +186,6 @@ PY
 stream_checks() {
   timed lint do_lint
   timed sanity do_sanity
-  timed unit do_unit
   mapfile -t c < <(molecule_scenarios c)
   timed molecule-c molecule_on c "${c[@]}"
 }
@@ -213,8 +212,9 @@ integration_on_d() {
     exit $rc
   )
 }
-stream_molecule() {
+stream_molecule() { # the unit tests (no lab) first: the checks stream, then lab c's scenarios, ended last in CI29
   mapfile -t b < <(molecule_scenarios b)
+  timed unit do_unit
   timed molecule-b molecule_on b "${b[@]}"
 }
 
