@@ -12,8 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpuops.platform.plugins.module_utils import (
+    _acs,
+    _fabricmanager,
+    _hostfacts,
+    _nouveau,
+    _sriov,
+)
 from ansible_collections.gpuops.platform.plugins.module_utils import _host_rules as rules
-from ansible_collections.gpuops.platform.plugins.module_utils import _hostfacts
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
 
 # Re-exported for callers that used them from here.
 SEVERITIES = rules.SEVERITIES
@@ -59,8 +66,67 @@ def evaluate(facts: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     return {"intent": intent, "plan": the_plan, "findings": findings, "node_labels": rules.node_labels(facts, intent)}
 
 
+class _ProbeContext:
+    """What a fix module's action gets when the preflight asks it what it would change: the same host file system,
+    a runner that does not run mutating calls, check mode, no change recorded, its warnings kept here (the module
+    repeats them when it runs)."""
+
+    def __init__(self, ctx: Any, params: dict[str, Any]) -> None:
+        self.params = params
+        self.check_mode = True
+        self.diff_mode = False
+        self.fs = ctx.fs
+        self.runner = ctx.runner.checking()
+        self.done: list[str] = []
+        self.warnings: list[str] = []
+
+    @property
+    def changed(self) -> bool:
+        return False
+
+    def did(self, what: str) -> None:
+        """Nothing is done in check mode."""
+
+    def warn(self, msg: str) -> None:
+        self.warnings.append(msg)
+
+
+def _probe(ctx: Any, action: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """``{pending, reboot_required}``: whether the fix module's own action, run in check mode here, would change
+    the host. A probe that fails (a tool missing, a device gone) counts as pending: the module then runs and reports
+    the error itself, with its evidence and fix."""
+    try:
+        result = action(_ProbeContext(ctx, params))
+    except (GpuOpsError, OSError) as exc:
+        return {"pending": True, "reboot_required": False, "error": str(exc)}
+    return {"pending": bool(result.get("changed")), "reboot_required": bool(result.get("reboot_required"))}
+
+
+def pending(ctx: Any, the_plan: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
+    """Per planned fix, what its module would do now (:func:`_probe`), with the parameters host_prep passes it. The
+    decision stays the module's (the same action, in check mode): host_prep skips a fix module that has nothing to
+    do, one module round trip less per fix on a host already prepared."""
+    out: dict[str, Any] = {"nouveau": None, "acs": None, "fabricmanager": None, "sriov": {}}
+    if the_plan["nouveau"]:
+        out["nouveau"] = _probe(ctx, _nouveau.run, {"state": the_plan["nouveau"]})
+    if the_plan["acs"]:
+        acs = {
+            "state": the_plan["acs"]["state"],
+            "devices": the_plan["acs"]["devices"] or None,
+            "persist": probe["acs_persist"],
+        }
+        out["acs"] = _probe(ctx, _acs.run, acs)
+    for item in the_plan["sriov"]:
+        vfs = {"pf": item["address"], "num_vfs": item["num_vfs"], "persist": probe["sriov_persist"], "timeout": 30}
+        out["sriov"][item["address"]] = _probe(ctx, _sriov.run, vfs)
+    if the_plan["fabricmanager"]:
+        out["fabricmanager"] = _probe(ctx, _fabricmanager.run, {"package_name": None, "package_revision": "1"})
+    return out
+
+
 def run(ctx: Any) -> dict[str, Any]:
     p = ctx.params
+    gathered = not p["facts"]
     facts = p["facts"] or _hostfacts.gather(ctx.fs, ctx.runner)
     decision = evaluate(facts, p)
     findings = decision["findings"]
@@ -78,6 +144,8 @@ def run(ctx: Any) -> dict[str, Any]:
         "node_labels": decision["node_labels"],
         "passed": not bad,
     }
+    if gathered:  # the facts it read, for the tasks and roles after it (as gpu_host_facts sets them)
+        result["ansible_facts"] = {"gpuops_host": facts}
     stage = "host validation" if p["stage"] == "validate" else "host preflight"
     if bad:
         level = "error" if p["fail_on"] == "never" else p["fail_on"]
@@ -88,4 +156,6 @@ def run(ctx: Any) -> dict[str, Any]:
     else:
         counts = ", ".join(f"{n} {s}" for s, n in summary.items() if n) or "no finding"
         result["msg"] = f"{node}: {stage} passed ({counts})"
+    if p.get("probe") is not None and p["stage"] == "preflight" and not result.get("failed"):
+        result["pending"] = pending(ctx, decision["plan"], p["probe"])
     return result

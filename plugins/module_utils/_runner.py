@@ -58,6 +58,12 @@ class Runner:
         self.history = []
         self.skipped = []
 
+    def checking(self):
+        """A runner for the same module that does not run mutating calls (a check-mode probe of another action)."""
+        probe = Runner(self._module, check_mode=True)
+        probe._paths = self._paths
+        return probe
+
     # Seams for tests: resolve a binary, execute an argv.
     def _resolve(self, tool):
         return self._module.get_bin_path(tool, required=False, opt_dirs=SBIN_DIRS)

@@ -31,9 +31,12 @@ author:
 extends_documentation_fragment:
   - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
+  - gpuops.platform._attributes.facts
 options:
   facts:
-    description: The C(gpuops_host) facts to check; gathered from the host when omitted.
+    description:
+      - The C(gpuops_host) facts to check; gathered from the host when omitted, and then also returned as
+        RV(ansible_facts) (one module run instead of M(gpuops.platform.gpu_host_facts) and this one).
     type: dict
   node_name:
     description: The host's name (inventory or Kubernetes node name), used in messages and findings.
@@ -148,6 +151,24 @@ options:
     type: str
     choices: [error, warning, never]
     default: error
+  probe:
+    description:
+      - With O(stage=preflight), unless the module fails, also ask each fix of RV(plan) what it would change now and
+        return the answers as RV(pending). Each fix module's own action runs here in check mode (the same code as
+        M(gpuops.platform.nouveau_blacklist), M(gpuops.platform.pcie_acs), M(gpuops.platform.sriov_vfs) and
+        M(gpuops.platform.fabricmanager); nothing is written or run that changes the host), with the parameters
+        host_prep passes them. host_prep then skips the modules with nothing to do - one module round trip less per
+        fix on a host already prepared.
+    type: dict
+    suboptions:
+      acs_persist:
+        description: The O(gpuops.platform.pcie_acs#module:persist) host_prep passes.
+        type: bool
+        default: false
+      sriov_persist:
+        description: The O(gpuops.platform.sriov_vfs#module:persist) host_prep passes.
+        type: bool
+        default: false
 """
 
 EXAMPLES = r"""
@@ -247,6 +268,27 @@ plan:
       C(gpudirect) (bool) and C(fixes) (the names of the fixes that run).
   returned: always
   type: dict
+pending:
+  description:
+    - With O(probe), per fix of RV(plan) whether its module would change the host now - C(nouveau), C(acs) and
+      C(fabricmanager) (null when not planned) and C(sriov) (by PF address), each C(pending) (bool),
+      C(reboot_required) (bool) and, when the probe itself failed, C(error) (the fix then counts as pending, so its
+      module runs and reports the error).
+  returned: with O(probe) and O(stage=preflight), unless the module fails
+  type: dict
+  sample:
+    nouveau: {pending: false, reboot_required: false}
+    acs: {pending: false, reboot_required: false}
+    fabricmanager: null
+    sriov: {"0000:13:00.0": {pending: true, reboot_required: false}}
+ansible_facts:
+  description: The facts it gathered itself (without O(facts)), as M(gpuops.platform.gpu_host_facts) sets them.
+  returned: when O(facts) is not given
+  type: dict
+  contains:
+    gpuops_host:
+      description: The GPU host description (see M(gpuops.platform.gpu_host_facts)).
+      type: dict
 node_labels:
   description: Node labels the cluster plane must set for this host, for example C(nvidia.com/gpu.deploy.driver=false).
   returned: always
@@ -295,6 +337,13 @@ ARGUMENT_SPEC = {
     "planned_fixes": {"type": "list", "elements": "str", "choices": list(FIXES), "default": []},
     "reboot_pending": {"type": "bool", "default": False},
     "fail_on": {"type": "str", "choices": ["error", "warning", "never"], "default": "error"},
+    "probe": {
+        "type": "dict",
+        "options": {
+            "acs_persist": {"type": "bool", "default": False},
+            "sriov_persist": {"type": "bool", "default": False},
+        },
+    },
 }
 
 
