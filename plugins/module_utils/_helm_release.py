@@ -48,6 +48,17 @@ def plan(
     return reasons
 
 
+def absent_reasons(namespace: str, name: str, installed: Mapping[str, Any] | None, namespace_exists: bool) -> list[str]:
+    """Why the removal of a release must run; empty when it is gone. ``installed`` as for ``plan``;
+    ``namespace_exists``: the release namespace still exists where the removal deletes it (the last step)."""
+    reasons = []
+    if installed:
+        reasons.append(f"release {namespace}/{name} is installed (revision {installed.get('revision', '?')})")
+    if namespace_exists:
+        reasons.append(f"namespace {namespace} still exists")
+    return reasons
+
+
 def namespace_label_reasons(namespace: str, have: Mapping[str, Any] | None, want: Mapping[str, Any]) -> list[str]:
     """Why the release namespace is not as asked: missing, or labels absent or with other values."""
     if have is None:

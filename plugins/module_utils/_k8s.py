@@ -224,8 +224,9 @@ class HttpGet:
             self.headers["Authorization"] = f"Bearer {settings['token']}"
         self.context = _ssl_context(settings) if self.https else None
 
-    def get(self, path):
-        """(status, reason, body) of GET ``path``; socket and TLS errors are raised as they come."""
+    def get(self, path, accept=None):
+        """(status, reason, body) of GET ``path`` (``accept``: another Accept header); socket and TLS errors are
+        raised as they come."""
         if self.https:
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
                 self.netloc, timeout=self.timeout, context=self.context
@@ -233,7 +234,8 @@ class HttpGet:
         else:
             conn = http.client.HTTPConnection(self.netloc, timeout=self.timeout)
         try:
-            conn.request("GET", self.prefix + path, headers=self.headers)
+            headers = self.headers if accept is None else dict(self.headers, Accept=accept)
+            conn.request("GET", self.prefix + path, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.reason, resp.read()
         finally:
@@ -278,6 +280,12 @@ def new_reader(params):
     return Reader(new_api_client(params))
 
 
+# The Accept header of a metadata-only read (the API server answers PartialObjectMetadata[List], meta.k8s.io/v1).
+METADATA_ACCEPT = (
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+)
+
 _UNREACHABLE = "(check host, kubeconfig and that the API server is reachable)"
 
 
@@ -289,13 +297,13 @@ class Reader:
     def __init__(self, api_client=None, http=None):
         self.api_client, self.http, self.requests = api_client, http, 0
 
-    def _get(self, what, path, missing_ok=False, verb="list"):
+    def _get(self, what, path, missing_ok=False, verb="list", accept=None):
         self.requests += 1
         try:
             if self.http is not None:
-                status, reason, body = self.http.get(path)
+                status, reason, body = self.http.get(path) if accept is None else self.http.get(path, accept)
             else:
-                status, reason, body = self._client_get(path)
+                status, reason, body = self._client_get(path, accept)
         except Exception as exc:  # socket/ssl/urllib3 errors: the server is not reachable
             raise ClusterAccessError(f"cannot {verb} {what}: {exc} {_UNREACHABLE}") from exc
         if status == 404 and missing_ok:
@@ -304,10 +312,10 @@ class Reader:
             raise ClusterAccessError(_http_message(what, status, reason, body, verb), status=status)
         return json.loads(body)
 
-    def _client_get(self, path):
+    def _client_get(self, path, accept=None):
         exc_type = __getattr__("ApiException")
         request = self.api_client.param_serialize(
-            "GET", path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+            "GET", path, header_params={"Accept": accept or "application/json"}, auth_settings=["BearerToken"]
         )
         try:
             resp = self.api_client.call_api(*request)
@@ -318,6 +326,11 @@ class Reader:
     def get(self, what, path, verb="read"):
         """Any GET under the API server as parsed JSON (for example a service proxy path); errors name ``what``."""
         return self._get(what, path, verb=verb)
+
+    def get_optional(self, what, path, metadata_only=False):
+        """A GET as parsed JSON, or None when the server answers 404 (the object or the kind does not exist).
+        ``metadata_only``: the objects' metadata only (PartialObjectMetadata, as ``kubectl get -o name`` asks)."""
+        return self._get(what, path, missing_ok=True, verb="read", accept=METADATA_ACCEPT if metadata_only else None)
 
     def _items(self, what, path, missing_ok=False):
         got = self._get(what, path, missing_ok)

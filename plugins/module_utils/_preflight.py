@@ -22,6 +22,48 @@ from ansible_collections.gpuops.platform.plugins.module_utils import (
 from ansible_collections.gpuops.platform.plugins.module_utils import _host_rules as rules
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
 
+# gpu_host_preflight's options; also the parameters of the host_preflight filter (the same decision on the
+# controller, from facts already gathered).
+ARGUMENT_SPEC = {
+    "facts": {"type": "dict"},
+    "node_name": {"type": "str"},
+    "stage": {"type": "str", "choices": ["preflight", "validate"], "default": "preflight"},
+    "checks": {"type": "list", "elements": "str", "choices": list(rules.CONCERNS)},
+    "nvidia_driver": {"type": "str", "choices": ["none", "host", "container"], "default": "none"},
+    "exclude_host_driver_nodes": {"type": "bool", "default": False},
+    "driver_build": {"type": "bool", "default": False},
+    "ofed": {"type": "str", "choices": ["none", "host", "operator"], "default": "none"},
+    "rdma": {"type": "bool", "default": False},
+    "use_host_mofed": {"type": "bool", "default": False},
+    "gpudirect": {"type": "raw", "default": False},
+    "sriov": {
+        "type": "list",
+        "elements": "dict",
+        "options": {"pf": {"type": "str", "required": True}, "num_vfs": {"type": "int", "required": True}},
+    },
+    "unsigned_modules": {"type": "bool", "default": False},
+    "fix": {
+        "type": "dict",
+        "options": {
+            "nouveau": {"type": "str", "choices": ["auto", "blacklist", "remove", "skip"], "default": "skip"},
+            "acs": {"type": "str", "choices": ["auto", "disable", "enable", "skip"], "default": "skip"},
+            "acs_devices": {"type": "list", "elements": "str", "default": []},
+            "fabricmanager": {"type": "str", "choices": ["auto", "present", "skip"], "default": "skip"},
+        },
+    },
+    "planned_fixes": {"type": "list", "elements": "str", "choices": list(rules.FIXES), "default": []},
+    "reboot_pending": {"type": "bool", "default": False},
+    "fail_on": {"type": "str", "choices": ["error", "warning", "never"], "default": "error"},
+    "probe": {
+        "type": "dict",
+        "options": {
+            "acs_persist": {"type": "bool", "default": False},
+            "sriov_persist": {"type": "bool", "default": False},
+            "validate": {"type": "bool", "default": False},
+        },
+    },
+}
+
 # Re-exported for callers that used them from here.
 SEVERITIES = rules.SEVERITIES
 summarize = rules.summarize
@@ -121,13 +163,17 @@ def pending(ctx: Any, the_plan: dict[str, Any], probe: dict[str, Any]) -> dict[s
         out["sriov"][item["address"]] = _probe(ctx, _sriov.run, vfs)
     if the_plan["fabricmanager"]:
         out["fabricmanager"] = _probe(ctx, _fabricmanager.run, {"package_name": None, "package_revision": "1"})
+    probes = [p for p in (out["nouveau"], out["acs"], out["fabricmanager"], *out["sriov"].values()) if p]
+    out["any"] = any(p["pending"] for p in probes)
+    # whether the host needs a reboot even where nothing is pending (nouveau blacklisted but still loaded)
+    out["reboot_required"] = any(p["reboot_required"] for p in probes)
     return out
 
 
-def run(ctx: Any) -> dict[str, Any]:
-    p = ctx.params
-    gathered = not p["facts"]
-    facts = p["facts"] or _hostfacts.gather(ctx.fs, ctx.runner)
+def decide(facts: dict[str, Any], p: dict[str, Any], gathered: bool = False) -> dict[str, Any]:
+    """The module's result for ``facts`` and the parameters ``p`` (ARGUMENT_SPEC's, defaults filled), without the
+    probe: the findings, the report, the plan, the node labels, passed and msg (and ``failed`` when a finding is
+    at or above ``fail_on``). Pure; also the host_preflight filter's answer."""
     decision = evaluate(facts, p)
     findings = decision["findings"]
     node = p.get("node_name") or "host"
@@ -156,6 +202,33 @@ def run(ctx: Any) -> dict[str, Any]:
     else:
         counts = ", ".join(f"{n} {s}" for s, n in summary.items() if n) or "no finding"
         result["msg"] = f"{node}: {stage} passed ({counts})"
+    return result
+
+
+# The options host_prep's validation passes (roles/host_prep/vars/main.yml, _host_prep_validate_options); the
+# others keep their defaults there. The probe's `validate` answers with them.
+VALIDATION_OPTIONS = ("node_name", "nvidia_driver", "gpudirect", "sriov", "fix")
+
+
+def validation_params(p: dict[str, Any], reboot_pending: bool) -> dict[str, Any]:
+    """The parameters of host_prep's validation (stage validate) from this call's: VALIDATION_OPTIONS kept, the
+    reboot the probe found pending, fail_on error, every other option at its default."""
+    out = {k: v.get("default") for k, v in ARGUMENT_SPEC.items()}
+    out.update({k: p[k] for k in VALIDATION_OPTIONS})
+    out.update(stage="validate", reboot_pending=reboot_pending, fail_on="error", facts=p["facts"])
+    return out
+
+
+def run(ctx: Any) -> dict[str, Any]:
+    p = ctx.params
+    gathered = not p["facts"]
+    facts = p["facts"] or _hostfacts.gather(ctx.fs, ctx.runner)
+    result = decide(facts, p, gathered)
     if p.get("probe") is not None and p["stage"] == "preflight" and not result.get("failed"):
-        result["pending"] = pending(ctx, decision["plan"], p["probe"])
+        result["pending"] = pending(ctx, result["plan"], p["probe"])
+        if p["probe"]["validate"] and not result["pending"]["any"]:
+            # nothing will change the host: the validation's answer on these same facts, no second module run
+            validation = decide(facts, validation_params(p, result["pending"]["reboot_required"]))
+            validation.pop("failed", None)  # host_prep asserts on passed
+            result["validation"] = validation
     return result

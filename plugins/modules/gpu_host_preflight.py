@@ -169,6 +169,15 @@ options:
         description: The O(gpuops.platform.sriov_vfs#module:persist) host_prep passes.
         type: bool
         default: false
+      validate:
+        description:
+          - When no fix is pending, also return RV(validation) - what this module answers with O(stage=validate)
+            on the same facts, given this call's O(node_name), O(nvidia_driver), O(gpudirect), O(sriov) and O(fix),
+            O(reboot_pending) from the probe (RV(pending.reboot_required)), O(fail_on=error) and every other option
+            at its default (host_prep's validation). Nothing will change the host before the validation, so its
+            answer is known now - one module run less per prepared host.
+        type: bool
+        default: false
 """
 
 EXAMPLES = r"""
@@ -273,14 +282,25 @@ pending:
     - With O(probe), per fix of RV(plan) whether its module would change the host now - C(nouveau), C(acs) and
       C(fabricmanager) (null when not planned) and C(sriov) (by PF address), each C(pending) (bool),
       C(reboot_required) (bool) and, when the probe itself failed, C(error) (the fix then counts as pending, so its
-      module runs and reports the error).
+      module runs and reports the error); C(any), whether any fix is pending; and C(reboot_required), whether any fix
+      needs a reboot now (also with nothing pending - nouveau blacklisted but still loaded).
   returned: with O(probe) and O(stage=preflight), unless the module fails
   type: dict
   sample:
+    any: true
+    reboot_required: false
     nouveau: {pending: false, reboot_required: false}
     acs: {pending: false, reboot_required: false}
     fabricmanager: null
     sriov: {"0000:13:00.0": {pending: true, reboot_required: false}}
+validation:
+  description:
+    - With O(probe.validate) and nothing pending, the result of the validate stage on the same facts (see
+      O(probe.validate)) - RV(findings), RV(report), RV(summary), RV(plan), RV(node_labels), RV(passed), RV(msg),
+      C(node_name), C(changed); never C(failed) (host_prep asserts on C(passed)).
+  returned: with O(probe.validate), O(stage=preflight) and no fix pending, unless the module fails
+  type: dict
+  sample: {passed: true, msg: "dgx-h100-0: host validation passed (no finding)", findings: []}
 ansible_facts:
   description: The facts it gathered itself (without O(facts)), as M(gpuops.platform.gpu_host_facts) sets them.
   returned: when O(facts) is not given
@@ -304,47 +324,9 @@ msg:
 """
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _preflight  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._host_rules import CONCERNS, FIXES  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
-ARGUMENT_SPEC = {
-    "facts": {"type": "dict"},
-    "node_name": {"type": "str"},
-    "stage": {"type": "str", "choices": ["preflight", "validate"], "default": "preflight"},
-    "checks": {"type": "list", "elements": "str", "choices": list(CONCERNS)},
-    "nvidia_driver": {"type": "str", "choices": ["none", "host", "container"], "default": "none"},
-    "exclude_host_driver_nodes": {"type": "bool", "default": False},
-    "driver_build": {"type": "bool", "default": False},
-    "ofed": {"type": "str", "choices": ["none", "host", "operator"], "default": "none"},
-    "rdma": {"type": "bool", "default": False},
-    "use_host_mofed": {"type": "bool", "default": False},
-    "gpudirect": {"type": "raw", "default": False},
-    "sriov": {
-        "type": "list",
-        "elements": "dict",
-        "options": {"pf": {"type": "str", "required": True}, "num_vfs": {"type": "int", "required": True}},
-    },
-    "unsigned_modules": {"type": "bool", "default": False},
-    "fix": {
-        "type": "dict",
-        "options": {
-            "nouveau": {"type": "str", "choices": ["auto", "blacklist", "remove", "skip"], "default": "skip"},
-            "acs": {"type": "str", "choices": ["auto", "disable", "enable", "skip"], "default": "skip"},
-            "acs_devices": {"type": "list", "elements": "str", "default": []},
-            "fabricmanager": {"type": "str", "choices": ["auto", "present", "skip"], "default": "skip"},
-        },
-    },
-    "planned_fixes": {"type": "list", "elements": "str", "choices": list(FIXES), "default": []},
-    "reboot_pending": {"type": "bool", "default": False},
-    "fail_on": {"type": "str", "choices": ["error", "warning", "never"], "default": "error"},
-    "probe": {
-        "type": "dict",
-        "options": {
-            "acs_persist": {"type": "bool", "default": False},
-            "sriov_persist": {"type": "bool", "default": False},
-        },
-    },
-}
+ARGUMENT_SPEC = _preflight.ARGUMENT_SPEC
 
 
 def main():

@@ -17,6 +17,8 @@ description:
     and version and user values with O(chart_name), O(chart_version) and O(values), with the same rules as
     M(gpuops.platform.helm_release_apply) (so both agree on what "unchanged" means). With O(namespace_labels),
     the release namespace must carry those labels too.
+  - With O(state=absent) it says whether the release is already gone (not installed and, with O(namespace_gone),
+    its namespace deleted too), so that a removed release costs one task on every later run.
 author:
   - gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
@@ -43,6 +45,19 @@ options:
     description: The user-supplied values the deployed revision must hold.
     type: dict
     default: {}
+  state:
+    description:
+      - V(present) - whether the release is deployed as asked. V(absent) - whether it is gone (O(chart_name),
+        O(chart_version), O(values) and O(namespace_labels) are then not compared).
+    type: str
+    choices: [present, absent]
+    default: present
+  namespace_gone:
+    description:
+      - With O(state=absent), the release namespace must not exist either (the C(helm_release) role's purge deletes
+        it last, after the release and its CRDs, so a namespace still there means the removal is unfinished).
+    type: bool
+    default: false
   namespace_labels:
     description:
       - Labels the release namespace must carry (for example the Pod Security labels). A missing namespace or a
@@ -83,7 +98,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 up_to_date:
-  description: True when the release is deployed from the pinned chart with the asked values (and namespace labels).
+  description:
+    - True when the release is deployed from the pinned chart with the asked values (and namespace labels); with
+      O(state=absent), when it is not installed (and, with O(namespace_gone), its namespace does not exist).
   returned: always
   type: bool
 reasons:
@@ -107,6 +124,11 @@ release:
   returned: always
   type: str
   sample: gpu-operator/gpu-operator
+state:
+  description: The state compared against (O(state)), so a later task can tell what RV(up_to_date) says.
+  returned: always
+  type: str
+  sample: present
 status:
   description: The status of the installed revision (C(deployed), C(failed), ...); null when not installed.
   returned: always
@@ -125,6 +147,8 @@ ARGUMENT_SPEC = {
     "chart_version": {"type": "str", "required": True},
     "values": {"type": "dict", "default": {}},
     "namespace_labels": {"type": "dict"},
+    "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+    "namespace_gone": {"type": "bool", "default": False},
     "kubeconfig": {"type": "path"},
     "context": {"type": "str"},
     "binary_path": {"type": "path"},
@@ -142,9 +166,14 @@ def info(ctx):
     p = ctx.params
     helm = Helm(ctx)
     installed = helm.metadata(p["name"])
-    have = helm.values(p["name"]) if installed else None
-    reasons = _helm_release.plan(installed, have, p["chart_name"], p["chart_version"], p["values"])
-    if p["namespace_labels"] is not None:
+    if p["state"] == "absent":
+        reasons = _helm_release.absent_reasons(
+            p["namespace"], p["name"], installed, _namespace_labels(ctx) is not None if p["namespace_gone"] else False
+        )
+    else:
+        have = helm.values(p["name"]) if installed else None
+        reasons = _helm_release.plan(installed, have, p["chart_name"], p["chart_version"], p["values"])
+    if p["namespace_labels"] is not None and p["state"] == "present":
         reasons += _helm_release.namespace_label_reasons(p["namespace"], _namespace_labels(ctx), p["namespace_labels"])
     return {
         "changed": False,
@@ -154,6 +183,7 @@ def info(ctx):
         "status": installed.get("status") if installed else None,
         "chart": f"{installed.get('chart')}-{installed.get('version')}" if installed else None,
         "release": f"{p['namespace']}/{p['name']}",
+        "state": p["state"],
     }
 
 

@@ -111,3 +111,38 @@ def test_a_helm_error_names_the_release(run_module, commands, helm):
 )
 def test_namespace_label_reasons(have, want, expect):
     assert _helm_release.namespace_label_reasons("n", have, want) == expect
+
+
+@pytest.mark.parametrize(
+    ("installed", "labels", "namespace_gone", "reasons"),
+    [
+        (False, None, True, []),  # removed: not installed, namespace deleted (the purge's last step)
+        (False, {}, False, []),  # without purge the namespace stays: gone once uninstalled
+        (False, {}, True, ["namespace ns still exists"]),  # a purge that stopped after the uninstall
+        (True, {}, True, ["release ns/r is installed (revision 3)", "namespace ns still exists"]),
+        (True, None, False, ["release ns/r is installed (revision 3)"]),
+    ],
+)
+def test_absent_says_whether_the_release_is_gone(
+    run_module, commands, helm, namespace, installed, labels, namespace_gone, reasons
+):
+    helm["meta"] = dict(META) if installed else None
+    namespace["labels"] = labels
+    # the values and namespace labels are not compared when the release is to be removed
+    result, failed = run_module(
+        helm_release_info,
+        args(state="absent", namespace_gone=namespace_gone, values={"other": 1}, namespace_labels=PSA),
+    )
+    assert not failed and result["changed"] is False
+    assert result["reasons"] == reasons and result["up_to_date"] is (not reasons) and result["state"] == "absent"
+    assert not any(c.startswith("helm get values") for c in commands.calls)
+
+
+def test_absent_without_namespace_gone_reads_no_namespace(run_module, helm, monkeypatch):
+    def boom(ctx):
+        raise AssertionError("the namespace was read")
+
+    helm["meta"] = None
+    monkeypatch.setattr(helm_release_info, "_namespace_labels", boom)
+    result, failed = run_module(helm_release_info, args(state="absent", namespace_labels=PSA))
+    assert not failed and result["up_to_date"] is True

@@ -5,8 +5,11 @@ probe changes nothing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _runner
+import yaml
+from ansible_collections.gpuops.platform.plugins.module_utils import _preflight, _runner
 from ansible_collections.gpuops.platform.plugins.modules import (
     gpu_host_preflight,
     nouveau_blacklist,
@@ -15,6 +18,7 @@ from ansible_collections.gpuops.platform.plugins.modules import (
 )
 from hostsim import lab_host
 
+REPO = Path(__file__).resolve().parents[4]
 # The lab's pcie-l40s profile: nouveau loaded and in use by the console, ConnectX-6 Dx ports with 8 VFs at most.
 PF = "0000:14:00.0"
 ARGS = {
@@ -59,6 +63,8 @@ def test_the_probe_answers_as_the_modules_do_and_changes_nothing(l40s, commands,
     assert result["pending"]["acs"] is None and result["pending"]["fabricmanager"] is None  # not planned
     fresh = probe_says(result)
     assert fresh == {"nouveau": (True, True), "sriov": (True, False)}  # nouveau is in use: a reboot after
+    assert result["pending"]["reboot_required"] is True  # any fix's: the one flag host_prep records
+    assert result["pending"]["any"] is True
     assert fresh == module_says(run_module)
     # the facts it gathered are set for the tasks after it, as gpu_host_facts sets them
     assert [a["model"] for a in result["ansible_facts"]["gpuops_host"]["accelerators"]] == ["NVIDIA L40S"] * 4
@@ -68,6 +74,8 @@ def test_the_probe_answers_as_the_modules_do_and_changes_nothing(l40s, commands,
     assert not failed, again
     # nothing left to do; nouveau stays loaded (in use) until the reboot, which the probe passes on
     assert probe_says(again) == {"nouveau": (False, True), "sriov": (False, False)}
+    assert again["pending"]["reboot_required"] is True  # nothing pending, still a reboot to make
+    assert again["pending"]["any"] is False
     assert probe_says(again) == module_says(run_module)
 
 
@@ -102,3 +110,37 @@ def test_acs_probe_answers_as_pcie_acs_does(l40s, commands, run_module, persist)
     module, failed = run_module(pcie_acs, {"state": "disabled", "persist": persist}, check_mode=True)
     assert not failed, module
     assert result["pending"]["acs"]["pending"] is module["changed"] is True  # the profile's switch ports have ACS on
+    assert result["pending"]["acs"]["reboot_required"] is result["pending"]["reboot_required"] is False
+
+
+def test_validate_options_are_host_preps():
+    """probe.validate answers as host_prep's validation asks (roles/host_prep/vars/main.yml): the same options."""
+    role_vars = yaml.safe_load((REPO / "roles" / "host_prep" / "vars" / "main.yml").read_text())
+    options = set(role_vars["_host_prep_validate_options"])
+    assert options == {*_preflight.VALIDATION_OPTIONS, "stage", "reboot_pending", "fail_on"}
+    assert role_vars["_host_prep_validate_options"]["stage"] == "validate"
+    assert role_vars["_host_prep_validate_options"]["fail_on"] == "error"
+
+
+def test_with_nothing_pending_the_validation_is_answered_on_the_same_facts(l40s, commands, run_module):
+    args = {**ARGS, "probe": {"validate": True}}
+    fresh, failed = run_module(gpu_host_preflight, args)
+    assert not failed and "validation" not in fresh  # fixes pending: the host changes before its validation
+
+    module_says(run_module, check_mode=False)  # the fixes, for real
+    calls = len(commands.calls)
+    again, failed = run_module(gpu_host_preflight, args)
+    assert not failed and "validation" in again
+    # what host_prep's validation module run would answer on the same facts
+    options = {k: args[k] for k in _preflight.VALIDATION_OPTIONS if k in args}
+    facts = again["ansible_facts"]["gpuops_host"]
+    validate, failed = run_module(
+        gpu_host_preflight,
+        {**options, "facts": facts, "stage": "validate", "reboot_pending": True, "fail_on": "error"},
+    )
+    validate.pop("invocation", None)
+    want = {k: v for k, v in validate.items() if k not in ("failed", "warnings", "deprecations")}
+    assert again["validation"] == want
+    # nouveau is still loaded (reboot pending): the validation reports it and still passes, as the module does
+    assert again["validation"]["findings"] and again["validation"]["passed"] is (not failed)
+    assert not [c for c in commands.calls[calls:] if commands.MUTATING.search(c)]
