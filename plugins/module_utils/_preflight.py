@@ -22,9 +22,8 @@ from ansible_collections.gpuops.platform.plugins.module_utils import (
 from ansible_collections.gpuops.platform.plugins.module_utils import _host_rules as rules
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
 
-# gpu_host_preflight's options; also the parameters of the host_preflight filter (the same decision on the
-# controller, from facts already gathered).
-ARGUMENT_SPEC = {
+# gpu_host_preflight's options (also what validation_params fills with their defaults).
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "facts": {"type": "dict"},
     "node_name": {"type": "str"},
     "stage": {"type": "str", "choices": ["preflight", "validate"], "default": "preflight"},
