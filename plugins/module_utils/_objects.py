@@ -19,7 +19,7 @@ import urllib.parse
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
 
 QUERY_SPEC = {
-    "key": {"type": "str"},
+    "key": {"type": "str", "no_log": False},
     "api_version": {"type": "str", "default": "v1"},
     "kind": {"type": "str", "required": True},
     "namespace": {"type": "str"},
