@@ -25,6 +25,7 @@ import json
 import os
 import ssl
 import tempfile
+import time
 import urllib.parse
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
@@ -294,18 +295,27 @@ class Reader:
     size). ``requests`` counts every HTTP request made since construction. Over a kubernetes ApiClient
     (``api_client``) or the standard library (``http``, from ``new_reader``)."""
 
-    def __init__(self, api_client=None, http=None):
-        self.api_client, self.http, self.requests = api_client, http, 0
+    # HTTP 429 is the API server asking to come back: a list of a kind whose CRD was created a moment ago answers
+    # "storage is (re)initializing" until its watch cache is ready (client-go retries it too). Retried every second,
+    # at most this many times; then the 429 is the error.
+    RETRIES_429 = 20
+
+    def __init__(self, api_client=None, http=None, sleep=time.sleep):
+        self.api_client, self.http, self.requests, self.sleep = api_client, http, 0, sleep
 
     def _get(self, what, path, missing_ok=False, verb="list", accept=None):
-        self.requests += 1
-        try:
-            if self.http is not None:
-                status, reason, body = self.http.get(path) if accept is None else self.http.get(path, accept)
-            else:
-                status, reason, body = self._client_get(path, accept)
-        except Exception as exc:  # socket/ssl/urllib3 errors: the server is not reachable
-            raise ClusterAccessError(f"cannot {verb} {what}: {exc} {_UNREACHABLE}") from exc
+        for attempt in range(self.RETRIES_429 + 1):
+            self.requests += 1
+            try:
+                if self.http is not None:
+                    status, reason, body = self.http.get(path) if accept is None else self.http.get(path, accept)
+                else:
+                    status, reason, body = self._client_get(path, accept)
+            except Exception as exc:  # socket/ssl/urllib3 errors: the server is not reachable
+                raise ClusterAccessError(f"cannot {verb} {what}: {exc} {_UNREACHABLE}") from exc
+            if status != 429 or attempt == self.RETRIES_429:
+                break
+            self.sleep(1)
         if status == 404 and missing_ok:
             return None
         if status >= 400:

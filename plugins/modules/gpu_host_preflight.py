@@ -173,9 +173,9 @@ options:
         description:
           - When no fix is pending, also return RV(validation) - what this module answers with O(stage=validate)
             on the same facts, given this call's O(node_name), O(nvidia_driver), O(gpudirect), O(sriov) and O(fix),
-            O(reboot_pending) from the probe (C(reboot_required) of RV(pending)), O(fail_on=error) and every other option
-            at its default (host_prep's validation). Nothing will change the host before the validation, so its
-            answer is known now - one module run less per prepared host.
+            O(reboot_pending) from the probe (C(reboot_required) of RV(pending)), O(fail_on=error) and every other
+            option at its default (host_prep's validation). Nothing will change the host before the validation, so
+            its answer is known now - one module run less per prepared host.
         type: bool
         default: false
 """

@@ -159,3 +159,40 @@ def test_unreachable_server_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     with pytest.raises(_k8s.ClusterAccessError, match="API server is reachable"):
         _k8s.new_reader(_params(host="http://127.0.0.1:9")).nodes()
+
+
+class _Busy(_Handler):
+    """Answers 429 ("storage is (re)initializing", a CRD created a moment ago) a number of times, then the list."""
+
+    busy = 0
+
+    def do_GET(self):  # noqa: N802 - the http.server API
+        if _Busy.busy > 0:
+            _Busy.busy -= 1
+            self.routes = {self.path: (429, {"message": "storage is (re)initializing"})}
+        else:
+            self.routes = {self.path: (200, {"items": [{"metadata": {"name": "pool"}}]})}
+        super().do_GET()
+
+
+@pytest.mark.parametrize(("busy", "ok"), [(0, True), (3, True), (_k8s.Reader.RETRIES_429, True), (99, False)])
+def test_429_is_retried_every_second_then_named(tmp_path, monkeypatch, busy, ok):
+    _Busy.busy, _Busy.seen = busy, []
+    srv = http.server.HTTPServer(("127.0.0.1", 0), _Busy)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+        reader = _k8s.new_reader(_params(host=f"http://127.0.0.1:{srv.server_address[1]}", api_key="t"))
+        slept = []
+        reader.sleep = slept.append
+        if ok:
+            got = reader.objects("nv-ipam.nvidia.com", "v1alpha1", "ippools")
+            assert [o["metadata"]["name"] for o in got] == ["pool"]
+            assert slept == [1] * busy and reader.requests == busy + 1
+        else:
+            with pytest.raises(_k8s.ClusterAccessError, match=r"ippools.*HTTP 429 storage is \(re\)initializing"):
+                reader.objects("nv-ipam.nvidia.com", "v1alpha1", "ippools")
+            assert len(slept) == _k8s.Reader.RETRIES_429
+    finally:
+        srv.shutdown()
+        srv.server_close()
