@@ -66,7 +66,7 @@ def path(api_version, plural, namespaced, namespace=None, name=None, label_selec
 
 
 def describe(query):
-    """The read in words, for errors: ``ConfigMap gpu-operator/x (v1)``, ``Services labelled a=b (v1)``."""
+    """The read in words, for errors: ``ConfigMap gpu-operator/x (v1)``, ``Service [a=b] (v1)``."""
     where = "/".join(x for x in (query.get("namespace"), query.get("name")) if x)
     sel = ", ".join([*(query.get("label_selectors") or []), *(query.get("field_selectors") or [])])
     return " ".join(

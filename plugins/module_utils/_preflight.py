@@ -172,7 +172,7 @@ def pending(ctx: Any, the_plan: dict[str, Any], probe: dict[str, Any]) -> dict[s
 def decide(facts: dict[str, Any], p: dict[str, Any], gathered: bool = False) -> dict[str, Any]:
     """The module's result for ``facts`` and the parameters ``p`` (ARGUMENT_SPEC's, defaults filled), without the
     probe: the findings, the report, the plan, the node labels, passed and msg (and ``failed`` when a finding is
-    at or above ``fail_on``). Pure; also the host_preflight filter's answer."""
+    at or above ``fail_on``). Pure; run() adds the probe, and the probe's ``validate`` calls it again."""
     decision = evaluate(facts, p)
     findings = decision["findings"]
     node = p.get("node_name") or "host"
@@ -204,8 +204,8 @@ def decide(facts: dict[str, Any], p: dict[str, Any], gathered: bool = False) -> 
     return result
 
 
-# The options host_prep's validation passes (roles/host_prep/vars/main.yml, _host_prep_validate_options); the
-# others keep their defaults there. The probe's `validate` answers with them.
+# The options host_prep's validation passes (roles/host_prep/tasks/validate.yml, besides stage, reboot_pending,
+# fail_on and facts); the others keep their defaults there. The probe's `validate` answers with them.
 VALIDATION_OPTIONS = ("node_name", "nvidia_driver", "gpudirect", "sriov", "fix")
 
 

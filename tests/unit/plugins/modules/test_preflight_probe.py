@@ -114,12 +114,11 @@ def test_acs_probe_answers_as_pcie_acs_does(l40s, commands, run_module, persist)
 
 
 def test_validate_options_are_host_preps():
-    """probe.validate answers as host_prep's validation asks (roles/host_prep/vars/main.yml): the same options."""
-    role_vars = yaml.safe_load((REPO / "roles" / "host_prep" / "vars" / "main.yml").read_text())
-    options = set(role_vars["_host_prep_validate_options"])
-    assert options == {*_preflight.VALIDATION_OPTIONS, "stage", "reboot_pending", "fail_on"}
-    assert role_vars["_host_prep_validate_options"]["stage"] == "validate"
-    assert role_vars["_host_prep_validate_options"]["fail_on"] == "error"
+    """probe.validate answers as host_prep's validation asks (roles/host_prep/tasks/validate.yml): the same options."""
+    tasks = yaml.safe_load((REPO / "roles" / "host_prep" / "tasks" / "validate.yml").read_text())
+    (args,) = [t["gpuops.platform.gpu_host_preflight"] for t in tasks if "gpuops.platform.gpu_host_preflight" in t]
+    assert set(args) == {*_preflight.VALIDATION_OPTIONS, "stage", "reboot_pending", "fail_on", "facts"}
+    assert args["stage"] == "validate" and args["fail_on"] == "error"
 
 
 def test_with_nothing_pending_the_validation_is_answered_on_the_same_facts(l40s, commands, run_module):
