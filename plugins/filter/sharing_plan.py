@@ -47,7 +47,9 @@ options:
     elements: str
     default: []
   pods:
-    description: The cluster's Pod objects; a MIG change on a node where pods hold GPUs is an error naming them.
+    description:
+      - The Pod objects of the nodes whose MIG layout changes (C(mig_change_nodes) of a plan without them, or every
+        pod); a MIG change on a node where pods hold GPUs is an error naming them.
     type: list
     elements: dict
     default: []
@@ -67,7 +69,9 @@ RETURN = r"""
 _value:
   description:
     - C(members) (pool -> nodes), C(findings), C(configs) (entry -> YAML text), C(labels) (per node
-      C({name, labels, annotations}) to merge-patch), C(expected) (node -> resource -> count), C(mig_nodes),
+      C({name, labels, annotations}) to merge-patch), C(expected) (node -> resource -> count),
+      C(mig_change_nodes) (the nodes whose C(nvidia.com/mig.config) the patches change, whose pods O(pods) must
+      hold), C(mig_nodes),
       C(dra_nodes), C(mig_parted_config) (the custom MIG ConfigMap's C(config.yaml); empty without
       C(gpu_sharing_mig_configs)).
   type: dict
@@ -146,6 +150,7 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
         else "",
         "labels": labels,
         "expected": expected,
+        "mig_change_nodes": _sharing_status.mig_change_nodes(labels),
         "mig_nodes": sorted(n for p in pools if p.get("model") == "mig" for n in members.get(p["name"], ())),
         "dra_nodes": sorted(n for p in pools if p.get("model") == "dra" for n in members.get(p["name"], ())),
     }

@@ -107,6 +107,8 @@ def gather(reader, params, waiter=None):
     view = outcome.snapshot
     findings = _diagnosis.diagnose(view)
     out = result(view, findings, api_requests=reader.requests)
+    if not params.get("return_nodes", True):
+        out["nodes"] = []  # read and diagnosed; not carried back (a wait that reads only its outcome)
     if "gpu_workloads" in view:
         out["gpu_workloads"] = view["gpu_workloads"]
     if "batch" in view:

@@ -61,7 +61,18 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
             "validate": {"type": "bool", "default": False},
         },
     },
+    "hosts": {
+        "type": "list",
+        "elements": "dict",
+        "options": {
+            "node_name": {"type": "str", "required": True},
+            "facts": {"type": "dict", "required": True},
+            "planned_fixes": {"type": "list", "elements": "str", "choices": list(rules.FIXES), "default": []},
+        },
+    },
 }
+# O(hosts) evaluates several hosts whose facts are known, each with its own name and facts: not with these.
+MUTUALLY_EXCLUSIVE = [("hosts", "facts"), ("hosts", "node_name"), ("hosts", "probe")]
 
 # Re-exported for callers that used them from here.
 SEVERITIES = rules.SEVERITIES
@@ -218,8 +229,39 @@ def validation_params(p: dict[str, Any], reboot_pending: bool) -> dict[str, Any]
     return out
 
 
+def decide_hosts(p: dict[str, Any]) -> dict[str, Any]:
+    """The result for O(hosts): :func:`decide` per host (its name, facts and planned fixes, with this call's other
+    options), in order under ``hosts``; the findings and report lines of all of them, the summary summed, passed
+    when every host passed, and ``failed`` when one of them would have failed alone. Pure."""
+    results = []
+    for host in p["hosts"]:
+        planned = list(p["planned_fixes"] or []) + list(host["planned_fixes"] or [])
+        one = dict(p, hosts=None, node_name=host["node_name"], facts=host["facts"], planned_fixes=planned)
+        results.append(decide(host["facts"], one))
+    bad = [r for r in results if r.pop("failed", False) or not r["passed"]]
+    summary = {s: sum(r["summary"].get(s, 0) for r in results) for s in SEVERITIES}
+    result: dict[str, Any] = {
+        "changed": False,
+        "hosts": results,
+        "findings": [f for r in results for f in r["findings"]],
+        "report": [line for r in results for line in r["report"]],
+        "summary": summary,
+        "passed": not bad,
+    }
+    if bad:
+        result["msg"] = " || ".join(r["msg"] for r in bad)
+        if p["fail_on"] != "never":
+            result["failed"] = True
+    else:
+        result["msg"] = f"{len(results)} host(s): every one passed"
+    return result
+
+
 def run(ctx: Any) -> dict[str, Any]:
     p = ctx.params
+    if p.get("hosts") is not None:
+        return decide_hosts(p)
+    ctx.runner.remember_reads()  # the probes read what the gathering read a moment ago; nothing here changes it
     gathered = not p["facts"]
     facts = p["facts"] or _hostfacts.gather(ctx.fs, ctx.runner)
     result = decide(facts, p, gathered)

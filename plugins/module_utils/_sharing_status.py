@@ -331,14 +331,21 @@ def wanted_labels(pool: Mapping[str, Any]) -> dict[str, str]:
     return {}
 
 
+def mig_change_nodes(plan: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The nodes whose label patch sets a new nvidia.com/mig.config (a MIG layout change), sorted: only the pods
+    there matter to :func:`mig_change_findings`."""
+    return sorted(p["name"] for p in plan if _sharing.MIG_CONFIG_LABEL in p["labels"])
+
+
 def mig_change_findings(
     plan: Sequence[Mapping[str, Any]], pods: Mapping[str, Sequence[str]], allowed: bool
 ) -> list[dict[str, Any]]:
     """A MIG change (a new nvidia.com/mig.config on a node) while pods hold GPUs there fails on that node
     (mig-manager cannot reconfigure a GPU in use): an error naming the pods, a warning when ``allowed``."""
     out = []
+    changing = set(mig_change_nodes(plan))
     for patch in plan:
-        if _sharing.MIG_CONFIG_LABEL not in patch["labels"] or not pods.get(patch["name"]):
+        if patch["name"] not in changing or not pods.get(patch["name"]):
             continue
         finding = _finding(
             "sharing-mig-change-gpu-pods-running",

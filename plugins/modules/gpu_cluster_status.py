@@ -221,6 +221,13 @@ options:
       - Fail when the diagnosis has a finding of severity V(error). The result is returned either way.
     type: bool
     default: false
+  return_nodes:
+    description:
+      - Return RV(nodes), every GPU node's view (a few KB per node). V(false) returns it empty, for a readiness wait
+        that reads only RV(wait), RV(summary) and RV(diagnosis) - on a cluster of many nodes, most of the task's time
+        went to carrying the views back to the controller. The nodes are read and diagnosed either way.
+    type: bool
+    default: true
 notes:
   - GPU Operator facts used (v26.7.0) - the operator reconciles the oldest ClusterPolicy (creation time, then name)
     and sets the others to V(ignored); its operand DaemonSets are C(nvidia-driver-daemonset),
@@ -269,8 +276,9 @@ EXAMPLES = r"""
         - {kind: ClusterPolicy, name: cluster-policy}
     fail_on_error: true
 
-- name: Wait for the NFD workloads of a release (no GPU node wait)
+- name: Wait for the NFD workloads of a release (no GPU node wait, no node views returned)
   gpuops.platform.gpu_cluster_status:
+    return_nodes: false
     wait:
       nodes: false
       objects:
@@ -292,7 +300,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 nodes:
-  description: The GPU nodes, sorted by name.
+  description: The GPU nodes, sorted by name (empty with O(return_nodes=false)).
   returned: always
   type: list
   elements: dict
@@ -766,6 +774,7 @@ ARGUMENT_SPEC = dict(
     workloads={"type": "bool", "default": False},
     batch={"type": "bool", "default": False},
     fail_on_error={"type": "bool", "default": False},
+    return_nodes={"type": "bool", "default": True},
 )
 
 

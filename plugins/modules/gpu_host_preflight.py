@@ -178,6 +178,30 @@ options:
             its answer is known now - one module run less per prepared host.
         type: bool
         default: false
+  hosts:
+    description:
+      - Evaluate several hosts whose facts are already known (for example those host_prep validated earlier in this
+        run), in one module run, wherever the task runs (nothing is read from the hosts). Each host gets this call's
+        other options with its own C(node_name), C(facts) and C(planned_fixes) (added to O(planned_fixes)); the
+        results are in RV(hosts), and RV(findings), RV(report), RV(summary), RV(passed) and RV(msg) cover all of them.
+      - Mutually exclusive with O(facts), O(node_name) and O(probe).
+    type: list
+    elements: dict
+    suboptions:
+      node_name:
+        description: The host's name, as O(node_name).
+        type: str
+        required: true
+      facts:
+        description: The host's C(gpuops_host) facts, as O(facts).
+        type: dict
+        required: true
+      planned_fixes:
+        description: Fixes planned on this host, as O(planned_fixes).
+        type: list
+        elements: str
+        choices: [nouveau, acs, sriov, fabricmanager]
+        default: []
 """
 
 EXAMPLES = r"""
@@ -201,6 +225,17 @@ EXAMPLES = r"""
   delegate_to: "{{ item }}"
   loop: "{{ groups['gpu_nodes'] }}"
   register: guards
+
+- name: The same guards for hosts whose facts this run already gathered, in one module run on the controller
+  gpuops.platform.gpu_host_preflight:
+    hosts:
+      - {node_name: dgx-h100-0, facts: "{{ hostvars['dgx-h100-0'].ansible_facts.gpuops_host }}"}
+      - {node_name: dgx-h100-1, facts: "{{ hostvars['dgx-h100-1'].ansible_facts.gpuops_host }}"}
+    checks: [driver, mofed, fabricmanager]
+    nvidia_driver: container
+    exclude_host_driver_nodes: true
+    fail_on: never
+  register: guards_known
 """
 
 RETURN = r"""
@@ -270,12 +305,21 @@ passed:
       the module from failing).
   returned: always
   type: bool
+hosts:
+  description:
+    - With O(hosts), one result per host in the order given - C(node_name), C(findings), C(report), C(summary),
+      C(plan), C(node_labels), C(passed) and C(msg), as this module returns them for one host (never C(failed)).
+  returned: with O(hosts)
+  type: list
+  elements: dict
+  sample:
+    - {node_name: dgx-h100-0, passed: true, msg: "dgx-h100-0: host preflight passed (no finding)", node_labels: {}}
 plan:
   description:
     - What host_prep's fixes do on this host - C(nouveau) (V(present), V(absent) or null), C(acs) (C(state) and
       C(devices), or null), C(fabricmanager) (bool), C(sriov) (requests with the PF's normalized PCI C(address)),
       C(gpudirect) (bool) and C(fixes) (the names of the fixes that run).
-  returned: always
+  returned: unless O(hosts) (then per host in RV(hosts))
   type: dict
 pending:
   description:
@@ -311,11 +355,11 @@ ansible_facts:
       type: dict
 node_labels:
   description: Node labels the cluster plane must set for this host, for example C(nvidia.com/gpu.deploy.driver=false).
-  returned: always
+  returned: unless O(hosts) (then per host in RV(hosts))
   type: dict
 node_name:
   description: O(node_name), or V(host).
-  returned: always
+  returned: unless O(hosts) (then per host in RV(hosts))
   type: str
 msg:
   description: A summary naming the host; on failure every failing finding with its evidence and fix.
@@ -330,7 +374,12 @@ ARGUMENT_SPEC = _preflight.ARGUMENT_SPEC
 
 
 def main():
-    run_module(_preflight.run, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    run_module(
+        _preflight.run,
+        argument_spec=ARGUMENT_SPEC,
+        mutually_exclusive=_preflight.MUTUALLY_EXCLUSIVE,
+        supports_check_mode=True,
+    )
 
 
 if __name__ == "__main__":

@@ -149,3 +149,49 @@ def test_gpu_operator_guards(name, facts, opts, expected, labels):
 def test_bad_gpudirect_names_the_value():
     with pytest.raises(rules.InvalidInput, match="got sometimes"):
         _preflight.evaluate(DGX, params(gpudirect="sometimes"))
+
+
+@pytest.mark.parametrize("fail_on", ["never", "error"])
+def test_hosts_evaluated_together_equal_each_alone(fail_on):
+    """O(hosts) (the guards on the hosts host_prep validated in this run, one module run): each host's result is
+    what decide() gives for it alone (its name, facts and planned fixes, the call's other options), the findings and
+    report cover all, and the call fails (fail_on error) or only reports (never) when one host fails."""
+    clean = copy.deepcopy(DGX)
+    clean["nvidia_driver"] = {"loaded": False, "version": None, "installed_version": None}
+    clean["fabricmanager"] = {"installed": True, "version": None, "active": True}
+    hosts = [
+        {"node_name": "dgx-a", "facts": DGX, "planned_fixes": []},
+        {"node_name": "dgx-b", "facts": clean, "planned_fixes": []},
+        {"node_name": "dgx-c", "facts": DGX, "planned_fixes": ["fabricmanager"]},
+    ]
+    p = params(**GUARD, nvidia_driver="container", exclude_host_driver_nodes=True, fail_on=fail_on)
+    out = _preflight.decide_hosts(dict(p, node_name=None, hosts=hosts))
+    alone = []
+    for h in hosts:
+        one = _preflight.decide(h["facts"], dict(p, node_name=h["node_name"], planned_fixes=h["planned_fixes"]))
+        one.pop("failed", None)
+        alone.append(one)
+    assert out["hosts"] == alone
+    assert [r["passed"] for r in out["hosts"]] == [False, True, True]
+    assert [r["node_labels"] for r in out["hosts"]] == [
+        {"nvidia.com/gpu.deploy.driver": "false"},
+        {},
+        alone[2]["node_labels"],
+    ]
+    assert out["findings"] == [f for r in alone for f in r["findings"]]
+    assert out["summary"]["error"] == 1 and out["passed"] is False
+    assert out["msg"] == alone[0]["msg"] and out["msg"].startswith("dgx-a: host preflight: 1 finding(s)")
+    assert out.get("failed", False) is (fail_on == "error")
+
+
+def test_hosts_all_passing():
+    out = _preflight.decide_hosts(dict(params(**GUARD), node_name=None, hosts=[]))
+    assert out == {
+        "changed": False,
+        "hosts": [],
+        "findings": [],
+        "report": [],
+        "summary": {"error": 0, "warning": 0, "info": 0},
+        "passed": True,
+        "msg": "0 host(s): every one passed",
+    }

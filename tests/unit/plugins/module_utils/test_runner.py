@@ -74,3 +74,30 @@ def test_realpath_keeps_absolute_links_inside_the_root(tmp_path):
     os.symlink("loop", tmp_path / "loop")
     with pytest.raises(OSError, match="too many levels"):
         fs.realpath("/loop")
+
+
+def test_remembered_reads_run_once_and_are_shared_with_the_check_mode_probe():
+    """remember_reads (gpu_host_preflight): a read repeated with the same argv and environment answers from the first
+    run, in the probe runner too; other argv, other environments and mutating calls always run; a failed read is
+    remembered with its rc and still raises where check is asked."""
+    bins = {"systemctl": "/usr/bin/systemctl", "modinfo": "/usr/sbin/modinfo"}
+    mod = FakeModule(bins, [(0, "active\n", ""), (1, "", "not found"), (0, "enabled\n", ""), (0, "", "")])
+    runner = Runner(mod)
+    runner.remember_reads()
+    assert runner.run("systemctl", ["is-active", "fm"]).out == "active\n"
+    assert runner.run("modinfo", ["nvidia"], check=False).rc == 1
+    probe = runner.checking()
+    assert probe.run("systemctl", ["is-active", "fm"]).out == "active\n"  # remembered
+    with pytest.raises(CommandFailed):
+        probe.run("modinfo", ["nvidia"])  # remembered rc 1, check asked
+    assert probe.run("systemctl", ["is-enabled", "fm"]).out == "enabled\n"
+    assert probe.run("systemctl", ["is-active", "fm"], env={"X": "1"}).rc == 0  # another environment: runs
+    assert probe.run("systemctl", ["restart", "fm"], mutating=True).skipped  # mutating in check mode: not run
+    assert [c[0][1:] for c in mod.calls] == [["is-active", "fm"], ["nvidia"], ["is-enabled", "fm"], ["is-active", "fm"]]
+
+
+def test_reads_are_not_remembered_by_default():
+    mod = FakeModule({"systemctl": "/usr/bin/systemctl"}, [(0, "active\n", ""), (0, "inactive\n", "")])
+    runner = Runner(mod)
+    assert runner.run("systemctl", ["is-active", "fm"]).out == "active\n"
+    assert runner.run("systemctl", ["is-active", "fm"]).out == "inactive\n" and len(mod.calls) == 2

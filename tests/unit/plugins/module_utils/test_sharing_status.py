@@ -304,10 +304,16 @@ def test_mig_change_with_gpu_pods(allowed, severity):
     (finding,) = plan["findings"]
     assert finding["id"] == "sharing-mig-change-gpu-pods-running" and finding["severity"] == severity
     assert finding["object"]["name"] == "dgx-h100-0" and "ml/train" in finding["evidence"][1]
-    # nothing to change on the node: no finding
+    # the role plans without pods first and reads only the pods of mig_change_nodes: the same finding
+    first = sharing_plan({"gpu_sharing_pools": [MIG, DRA]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"])
+    assert first["mig_change_nodes"] == ["dgx-h100-0"] and first["findings"] == []
+    on_those = [p for p in pods if p["spec"]["nodeName"] in first["mig_change_nodes"]]
+    second = sharing_plan({"gpu_sharing_pools": [MIG, DRA]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], on_those, allowed)
+    assert second == plan
+    # nothing to change on the node: no finding, no node whose pods matter
     nodes[0]["metadata"]["labels"][MIGL] = "all-1g.10gb"
     again = sharing_plan({"gpu_sharing_pools": [MIG]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], pods)
-    assert again["findings"] == []
+    assert again["findings"] == [] and again["mig_change_nodes"] == []
 
 
 def test_a_dra_node_without_device_plugin_is_a_ready_gpu_node():

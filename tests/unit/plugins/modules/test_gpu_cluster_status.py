@@ -198,6 +198,16 @@ def test_wait_until_ready(api, run_module, clock):
     assert result["wait"]["ready"] and result["wait"]["probes"] == 3 and clock == [1, 2]
 
 
+@pytest.mark.parametrize("return_nodes", [True, False])
+def test_wait_without_node_views(api, run_module, clock, return_nodes):
+    """return_nodes false: the nodes are read and diagnosed (the summary counts them) but not carried back."""
+    api(LookingReader([([NODE_OK], [CP_READY])]))
+    args = {"wait": dict(WAIT_CP, nodes=False), "return_nodes": return_nodes}
+    result, failed = run_module(gpu_cluster_status, args)
+    assert not failed and result["wait"]["ready"] and result["summary"]["gpu_nodes"] == 1
+    assert [n["name"] for n in result["nodes"]] == (["g1"] if return_nodes else [])
+
+
 def test_wait_timeout_fails_naming_object_and_condition(api, run_module, clock):
     api(LookingReader([([NODE_OK], [CP_NOT_READY])]))
     result, failed = run_module(gpu_cluster_status, {"wait": WAIT_CP})

@@ -82,3 +82,24 @@ def test_guard_result_carries_the_node_labels(commands, run_module):
     result, failed = run_module(gpu_host_preflight, opts)
     assert not failed and not result["passed"] and result["node_labels"] == {}
     assert "n1: host preflight: 1 finding(s) at or above error: host-driver-with-driver-container" in result["msg"]
+
+
+def test_hosts_in_one_run_read_nothing(commands, run_module):
+    """O(hosts): the guards on hosts whose facts are known, one module run, nothing run on the machine it runs on."""
+    facts = {"nouveau": {"loaded": False, "blacklisted": False}, "kernel": {"headers_installed": True}}
+    driver = dict(facts, nvidia_driver={"loaded": True, "version": "570.124.06", "installed_version": "570.124.06"})
+    hosts = [{"node_name": "a", "facts": facts}, {"node_name": "b", "facts": driver}]
+    args = {"hosts": hosts, "checks": ["driver"], "nvidia_driver": "container", "exclude_host_driver_nodes": True}
+    result, failed = run_module(gpu_host_preflight, args)
+    assert not failed and result["passed"] is True and commands.calls == []
+    assert [(h["node_name"], h["node_labels"]) for h in result["hosts"]] == [
+        ("a", {}),
+        ("b", {"nvidia.com/gpu.deploy.driver": "false"}),
+    ]
+    assert [f["id"] for f in result["findings"]] == ["host-driver-node-excluded"]
+
+
+@pytest.mark.parametrize("other", [{"facts": {}}, {"node_name": "x"}, {"probe": {}}])
+def test_hosts_excludes_single_host_options(commands, run_module, other):
+    result, failed = run_module(gpu_host_preflight, {"hosts": [{"node_name": "a", "facts": {}}], **other})
+    assert failed and "mutually exclusive" in result["msg"] and "hosts" in result["msg"]
