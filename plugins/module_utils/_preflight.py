@@ -173,6 +173,8 @@ def pending(ctx: Any, the_plan: dict[str, Any], probe: dict[str, Any]) -> dict[s
         out["sriov"][item["address"]] = _probe(ctx, _sriov.run, vfs)
     if the_plan["fabricmanager"]:
         out["fabricmanager"] = _probe(ctx, _fabricmanager.run, {"package_name": None, "package_revision": "1"})
+    # the PFs whose VFs would change, in plan order (host_prep's sriov loop)
+    out["sriov_pending"] = [address for address, p in out["sriov"].items() if p["pending"]]
     probes = [p for p in (out["nouveau"], out["acs"], out["fabricmanager"], *out["sriov"].values()) if p]
     out["any"] = any(p["pending"] for p in probes)
     # whether the host needs a reboot even where nothing is pending (nouveau blacklisted but still loaded)

@@ -326,7 +326,8 @@ pending:
     - With O(probe), per fix of RV(plan) whether its module would change the host now - C(nouveau), C(acs) and
       C(fabricmanager) (null when not planned) and C(sriov) (by PF address), each C(pending) (bool),
       C(reboot_required) (bool) and, when the probe itself failed, C(error) (the fix then counts as pending, so its
-      module runs and reports the error); C(any), whether any fix is pending; and C(reboot_required), whether any fix
+      module runs and reports the error); C(sriov_pending), the addresses of the PFs whose VFs would change, in plan
+      order; C(any), whether any fix is pending; and C(reboot_required), whether any fix
       needs a reboot now (also with nothing pending - nouveau blacklisted but still loaded).
   returned: with O(probe) and O(stage=preflight), unless the module fails
   type: dict
@@ -337,6 +338,7 @@ pending:
     acs: {pending: false, reboot_required: false}
     fabricmanager: null
     sriov: {"0000:13:00.0": {pending: true, reboot_required: false}}
+    sriov_pending: ["0000:13:00.0"]
 validation:
   description:
     - With O(probe.validate) and nothing pending, the result of the validate stage on the same facts (see

@@ -65,6 +65,7 @@ def test_the_probe_answers_as_the_modules_do_and_changes_nothing(l40s, commands,
     assert fresh == {"nouveau": (True, True), "sriov": (True, False)}  # nouveau is in use: a reboot after
     assert result["pending"]["reboot_required"] is True  # any fix's: the one flag host_prep records
     assert result["pending"]["any"] is True
+    assert result["pending"]["sriov_pending"] == [PF]  # host_prep's sriov loop: the PFs whose VFs would change
     assert fresh == module_says(run_module)
     # the facts it gathered are set for the tasks after it, as gpu_host_facts sets them
     assert [a["model"] for a in result["ansible_facts"]["gpuops_host"]["accelerators"]] == ["NVIDIA L40S"] * 4
@@ -75,7 +76,7 @@ def test_the_probe_answers_as_the_modules_do_and_changes_nothing(l40s, commands,
     # nothing left to do; nouveau stays loaded (in use) until the reboot, which the probe passes on
     assert probe_says(again) == {"nouveau": (False, True), "sriov": (False, False)}
     assert again["pending"]["reboot_required"] is True  # nothing pending, still a reboot to make
-    assert again["pending"]["any"] is False
+    assert again["pending"]["any"] is False and again["pending"]["sriov_pending"] == []
     assert probe_says(again) == module_says(run_module)
 
 
