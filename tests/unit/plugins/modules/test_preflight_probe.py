@@ -115,8 +115,9 @@ def test_acs_probe_answers_as_pcie_acs_does(l40s, commands, run_module, persist)
 
 
 def test_validate_options_are_host_preps():
-    """probe.validate answers as host_prep's validation asks (roles/host_prep/tasks/validate.yml): the same options."""
-    tasks = yaml.safe_load((REPO / "roles" / "host_prep" / "tasks" / "validate.yml").read_text())
+    """probe.validate answers as host_prep's validation asks (roles/host_prep/tasks/validate_check.yml, which
+    validate.yml includes): the same options."""
+    tasks = yaml.safe_load((REPO / "roles" / "host_prep" / "tasks" / "validate_check.yml").read_text())
     (args,) = [t["gpuops.platform.gpu_host_preflight"] for t in tasks if "gpuops.platform.gpu_host_preflight" in t]
     assert set(args) == {*_preflight.VALIDATION_OPTIONS, "stage", "reboot_pending", "fail_on", "facts"}
     assert args["stage"] == "validate" and args["fail_on"] == "error"
