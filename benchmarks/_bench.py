@@ -34,9 +34,9 @@ def playbook(env: dict[str, str], argv: list[str]) -> tuple[float, dict[str, int
     return took, {m.group(1): int(m.group(3)) for m in RECAP.finditer(proc.stdout)}
 
 
-def write_result(name: str, out: dict[str, Any]) -> Path:
-    """benchmarks/results/<name>-<UTC date>.json, also printed."""
-    path = REPO / "benchmarks" / "results" / f"{name}-{time.strftime('%Y%m%d', time.gmtime())}.json"
+def write_result(name: str, out: dict[str, Any], stamp: str = "%Y%m%d") -> Path:
+    """benchmarks/results/<name>-<UTC date>.json (stamp: its strftime format), also printed."""
+    path = REPO / "benchmarks" / "results" / f"{name}-{time.strftime(stamp, time.gmtime())}.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))

@@ -1,17 +1,20 @@
-"""Day-2 benchmarks (issue 12), on a new lab, with Ansible's own strategy (as a user runs it):
+"""Day-2 benchmarks (issue 12), with Ansible's own strategy (as a user runs it), the lab's Prometheus up as in
+`make demo`:
 
-1. `site.yml` converge and idempotent re-run at 4 nodes (the demo inventory: 3 GPU hosts and a CPU host), the lab's
-   Prometheus up as in `make demo`.
-2. The fleet grows to --nodes (default 64): the lab racks --nodes - 4 more GPU hosts (alternating DGX H100 with a host
-   driver and L40S servers; a simulated host and its kubelet's node each, `nodes sync-inventory`), then `site.yml`
-   converge and idempotent re-run over all of them. Target: each re-run at most half its converge.
-   The host plane's per-host marginal time is (converge at N - converge at 4) / (N - 4).
-3. Onboarding one more node into that cluster (`playbooks/onboard_node.yml`, the DGX of `make demo`): wall time, and
+1. `site.yml` converge and idempotent re-run at 4 nodes on a new lab (the demo inventory: 3 GPU hosts and a CPU host).
+2. Scale-out: the lab racks --nodes - 4 more GPU hosts (alternating DGX H100 with a host driver and L40S servers; a
+   simulated host and its kubelet's node each, `nodes sync-inventory`) into that converged platform, then `site.yml`
+   converge and idempotent re-run over all of them. Its converge installs nothing: it prepares the new hosts and
+   labels their nodes on a platform that already runs, so it is the smallest converge at that size.
+3. `site.yml` converge and idempotent re-run at --nodes nodes on a new lab (all hosts racked before the first run):
+   the converge the target names. Target: each re-run at most half its converge.
+   The host plane's per-host marginal time is (converge at N - converge at 4) / (N - 4), both on a new lab.
+4. Onboarding one more node into that cluster (`playbooks/onboard_node.yml`, the DGX of `make demo`): wall time, and
    the proof that only that node changed: every other Node's labels, annotations and spec, every ConfigMap's and
    Secret's resourceVersion, every workload's and custom resource's generation and labels, read before and after.
 
 Usage: PYTHONPATH=hack .venv/bin/python benchmarks/day2.py [--nodes 64] [--forks 8]
-Writes benchmarks/results/day2-<UTC date>.json and prints it."""
+Writes benchmarks/results/day2-<UTC date and time>.json and prints it."""
 
 from __future__ import annotations
 
@@ -76,6 +79,21 @@ def fleet_inventory(path: Path, count: int) -> list[str]:
 
 def lab(env: dict[str, str], *args: str) -> None:
     subprocess.run([sys.executable, "-m", "gpuops_lab", *args], cwd=REPO, env=env, check=True)
+
+
+def new_lab(env: dict[str, str]) -> None:
+    """A new lab with the demo inventory's nodes and its Prometheus, as `make demo` starts it."""
+    lab(env, "down")
+    lab(env, "up", "--inventory-nodes")
+    lab(env, "monitoring", "up")  # site.yml's monitoring layer validates against the lab's Prometheus (make demo)
+
+
+def rack(env: dict[str, str], fleet: Path, count: int) -> float:
+    """Rack `count` more GPU hosts (a simulated host and its node each); returns the seconds it took."""
+    fleet_inventory(fleet, count)
+    t0 = time.monotonic()
+    lab(env, "nodes", "sync-inventory", "--inventory", str(fleet))
+    return round(time.monotonic() - t0, 1)
 
 
 def snapshot(api: client.ApiClient) -> dict[str, str]:
@@ -148,17 +166,15 @@ def main() -> None:
     ap.add_argument("--forks", type=int, default=8, help="ANSIBLE_FORKS for every run")
     args = ap.parse_args()
     env = ansible_env(ANSIBLE_FORKS=str(args.forks))
-    lab(env, "down")
-    lab(env, "up", "--inventory-nodes")
-    lab(env, "monitoring", "up")  # site.yml's monitoring layer validates against the lab's Prometheus (make demo)
-    out: dict[str, Any] = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "forks": args.forks}
-    out["site_4"] = pair(env, ["inventories/local"])
     fleet = lab_state() / "fleet-inventory.yml"
-    fleet_inventory(fleet, args.nodes - 4)
-    t0 = time.monotonic()
-    lab(env, "nodes", "sync-inventory", "--inventory", str(fleet))
-    out["rack_fleet_s"] = round(time.monotonic() - t0, 1)
     inventories = ["inventories/local", str(fleet)]
+    out: dict[str, Any] = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "forks": args.forks}
+    new_lab(env)
+    out["site_4"] = pair(env, ["inventories/local"])
+    out["rack_fleet_s"] = rack(env, fleet, args.nodes - 4)
+    out[f"site_{args.nodes}_scale_out"] = pair(env, inventories)
+    new_lab(env)
+    rack(env, fleet, args.nodes - 4)
     out[f"site_{args.nodes}"] = big = pair(env, inventories)
     out["host_plane_marginal_s_per_host"] = {
         "converge": round((big["converge_s"] - out["site_4"]["converge_s"]) / (args.nodes - 4), 2),
@@ -169,7 +185,7 @@ def main() -> None:
     out["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     out["load_avg_at_end"] = os.getloadavg()
     out["targets"] = "site re-run <= 0.5 x converge with changed=0; onboarding changes no other node or object"
-    write_result("day2", out)
+    write_result("day2", out, stamp="%Y%m%d-%H%M")
 
 
 if __name__ == "__main__":

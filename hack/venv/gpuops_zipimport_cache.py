@@ -16,8 +16,6 @@ atomically; any error reading or writing the cache falls back to compiling, as P
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import marshal
 import os
 import sys
@@ -37,6 +35,10 @@ def _with_filename(code: types.CodeType, filename: str) -> types.CodeType:
 
 def cached_compile(pathname: str, source: bytes) -> types.CodeType:
     """``zipimport._compile_source`` with a cache keyed by the source and the bytecode magic number."""
+    # imported here, not when the interpreter starts: every start of the virtualenv's Python imports this file
+    import hashlib  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+
     path = os.path.join(CACHE_DIR, hashlib.sha256(importlib.util.MAGIC_NUMBER + source).hexdigest())
     try:
         with open(path, "rb") as f:

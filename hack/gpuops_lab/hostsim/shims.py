@@ -10,13 +10,30 @@ Not shimmed because the real tool works on the simulated files: dpkg-query / dpk
 
 from __future__ import annotations
 
+import importlib
 import json
 import shlex
 import sys
 from collections.abc import Callable
+from typing import Any
 
-from . import catalog, kernel, packages, services
+from . import catalog, packages, services
 from .hostfs import SIM_RUN, Host, read, write
+
+
+class _OnFirstUse:
+    """A sibling module imported when first used. Every shim call is a new Python process, and the simulated
+    kernel (with the PCI and hardware models it imports) is two thirds of a shim's import time: the tools that
+    never touch it (systemctl, apt-get, uname, update-grub, ...) do not load it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(f"{__package__}.{self._name}"), attr)
+
+
+kernel = _OnFirstUse("kernel")
 
 SBIN = ("modprobe", "rmmod", "lsmod", "modinfo", "depmod", "update-grub")
 BIN = ("systemctl", "apt-get", "mokutil", "uname")
