@@ -133,9 +133,12 @@ def write_tree(tree: Path, node: str, devices: list[dict[str, str]], now: float 
             )
         (port / "counters").mkdir(exist_ok=True)
         for name, value in counters(node, dev["name"], now - started).items():
+            target = port / "counters" / name
+            if value == 0 and target.is_file():
+                continue  # counters only grow: a file there already holds 0 (most of them: the error counters)
             tmp = port / f".{name}.tmp"  # beside counters/, not in it: the collector lists counters/
             tmp.write_text(f"{value}\n")
-            tmp.replace(port / "counters" / name)
+            tmp.replace(target)
     return host.p("/sys")
 
 

@@ -160,7 +160,13 @@ def nouveau(facts: Facts, intent: Intent) -> list[Finding]:
     if intent["nvidia_driver"] == "none" and want is None:
         return []
     evidence = [
-        f"nouveau loaded, refcount {nv.get('refcount')}" if nv.get("loaded") else "nouveau not loaded",
+        (
+            f"nouveau loaded, refcount {nv.get('refcount')}"
+            if nv.get("refcount") is not None
+            else "nouveau loaded, refcount unknown (a kernel without module unloading: only a reboot removes it)"
+        )
+        if nv.get("loaded")
+        else "nouveau not loaded",
         f"blacklist sources: {sources}",
     ]
     if nv.get("loaded") and nv.get("blacklisted"):

@@ -28,7 +28,10 @@ def _canon(name):
 
 
 def parse_proc_modules(text):
-    """``name size refcnt deps state offset`` lines → {name: {size, refcnt, deps, state}}."""
+    """``name size refcnt deps state offset`` lines → {name: {size, refcnt, deps, state}}.
+
+    A kernel built without module unloading (``CONFIG_MODULE_UNLOAD=n``) prints ``-`` for the count and the users
+    (``nvidia 14299136 - - Live 0x... (O)``, seen on an H100 VM): the module is loaded, its count unknown (None)."""
     mods = {}
     for line in (text or "").splitlines():
         fields = line.split()
@@ -36,7 +39,8 @@ def parse_proc_modules(text):
             continue
         name, size, refcnt, deps, state = fields[:5]
         try:
-            size_i, ref_i = int(size), int(refcnt)
+            size_i = int(size)
+            ref_i = None if refcnt == "-" else int(refcnt)
         except ValueError:
             continue
         mods[name] = {
@@ -57,12 +61,14 @@ def holders(fs, name):
 
 
 def module_usage(fs, modules, name):
-    """{loaded, refcount, holders, in_use} for one module. In use = a non-zero reference count or holders."""
+    """{loaded, refcount, holders, in_use} for one module. In use = a non-zero reference count or holders, or a
+    count the kernel does not keep (None: it cannot unload modules, so only a reboot removes this one)."""
     mod = modules.get(_canon(name))
     if mod is None:
         return {"loaded": False, "refcount": 0, "holders": [], "in_use": False}
     hold = holders(fs, name)
-    return {"loaded": True, "refcount": mod["refcnt"], "holders": hold, "in_use": mod["refcnt"] > 0 or bool(hold)}
+    ref = mod["refcnt"]
+    return {"loaded": True, "refcount": ref, "holders": hold, "in_use": ref is None or ref > 0 or bool(hold)}
 
 
 def parse_cmdline(text):

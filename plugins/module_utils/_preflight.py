@@ -239,8 +239,10 @@ def decide_hosts(p: dict[str, Any]) -> dict[str, Any]:
     for host in p["hosts"]:
         planned = list(p["planned_fixes"] or []) + list(host["planned_fixes"] or [])
         one = dict(p, hosts=None, node_name=host["node_name"], facts=host["facts"], planned_fixes=planned)
-        results.append(decide(host["facts"], one))
-    bad = [r for r in results if r.pop("failed", False) or not r["passed"]]
+        one_result = decide(host["facts"], one)
+        one_result.pop("failed", None)  # failed implies not passed; whether this call fails is decided below
+        results.append(one_result)
+    bad = [r for r in results if not r["passed"]]
     summary = {s: sum(r["summary"].get(s, 0) for r in results) for s in SEVERITIES}
     result: dict[str, Any] = {
         "changed": False,

@@ -108,7 +108,10 @@ ansible_facts:
                "acs": {"offset": "0x220", "capability": "0x005f", "control": "0x001d", "enabled": true},
                "downstream": ["0000:18:00.0", "0000:1b:00.0"]}
         nouveau:
-          description: C(loaded), C(refcount), C(holders), C(in_use), C(blacklisted) and C(blacklist_sources).
+          description:
+            - C(loaded), C(refcount), C(holders), C(in_use), C(blacklisted) and C(blacklist_sources).
+            - C(refcount) is null on a kernel built without module unloading (its C(/proc/modules) prints C(-)); such a
+              module counts as in use (only a reboot removes it).
           type: dict
         nvidia_driver:
           description:

@@ -178,6 +178,9 @@ def test_rdma_devices_and_the_node_exporters_sysfs(tmp_path):
     node_exporter.write_tree(tmp_path / "n1", "n1", dgx, now=1010.0)
     words = int((port / "counters" / "port_xmit_data").read_text())
     assert 1e9 * 10 <= words * 4 <= 6e9 * 10  # 1-6 GB/s, in 4-octet words
+    # every counter is there after an advance; the error counters (written once) still read 0
+    assert sorted(p.name for p in (port / "counters").iterdir()) == sorted(node_exporter.counters("n1", "mlx5_3", 0))
+    assert {(port / "counters" / n).read_text() for n in node_exporter.COUNTER_ZERO} == {"0\n"}
     assert not [p.name for p in (port / "counters").iterdir() if p.name.startswith(".")]
     argv = node_exporter.argv(tmp_path / "node_exporter", root, 30000)
     assert "--collector.disable-defaults" in argv and "--collector.infiniband" in argv

@@ -16,8 +16,14 @@ from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
             "nvidia_peermem 16384 0 - Live 0xffffffffc0a00000 (POE)",
             {"nvidia_peermem": {"size": 16384, "refcnt": 0, "deps": [], "state": "Live"}},
         ),
+        # CONFIG_MODULE_UNLOAD=n: count and users are "-" (the H100 VM of tests/fixtures/hardware/real/h100-vm)
+        (
+            "nvidia 14299136 - - Live 0xffffffffc0400000 (O)",
+            {"nvidia": {"size": 14299136, "refcnt": None, "deps": [], "state": "Live"}},
+        ),
         ("garbage line", {}),
         ("x abc 0 - Live 0x0", {}),
+        ("x 1 abc - Live 0x0", {}),
     ],
 )
 def test_parse_proc_modules(line, expected):
@@ -30,6 +36,8 @@ def test_parse_proc_modules(line, expected):
         ([], [], {"loaded": False, "refcount": 0, "holders": [], "in_use": False}),
         (["nouveau 1 0 - Live 0x0"], [], {"loaded": True, "refcount": 0, "holders": [], "in_use": False}),
         (["nouveau 1 2 - Live 0x0"], [], {"loaded": True, "refcount": 2, "holders": [], "in_use": True}),
+        # a kernel that cannot unload modules: the count is unknown and the module stays until a reboot
+        (["nouveau 1 - - Live 0x0"], [], {"loaded": True, "refcount": None, "holders": [], "in_use": True}),
         (
             ["nouveau 1 0 - Live 0x0"],
             ["drm_kms_helper"],
