@@ -349,6 +349,19 @@ def test_nouveau_names_the_gpu_it_is_bound_to():
     assert "bound to 0000:1b:00.0 (NVIDIA L40S)" in f["cause"]
 
 
+@pytest.mark.parametrize(
+    "refcount, evidence",
+    [
+        (2, "nouveau loaded, refcount 2"),
+        (None, "nouveau loaded, refcount unknown (a kernel without module unloading: only a reboot removes it)"),
+    ],
+)
+def test_nouveau_evidence_names_the_refcount_or_why_there_is_none(refcount, evidence):
+    facts = with_(CLEAN, {"nouveau.loaded": True, "nouveau.refcount": refcount, "nouveau.in_use": True})
+    (f,) = rules.RULES["nouveau"](facts, {**rules.DEFAULT_INTENT, "nvidia_driver": "host"})
+    assert f["id"] == "nouveau-loaded" and f["evidence"][0] == evidence
+
+
 def test_fabricmanager_lockstep_is_the_one_rule():
     assert rules.fabricmanager_lockstep(CLEAN) is None  # no NVSwitch
     assert rules.fabricmanager_lockstep(with_(CLEAN, {**SWITCH, **NO_DRIVER})) is None  # no driver yet
