@@ -66,6 +66,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain
+
 Finding = dict[str, Any]
 
 API_VERSION = "monitoring.coreos.com/v1"
@@ -489,7 +491,7 @@ def merged_thresholds(thresholds: Mapping[str, Any] | None) -> dict[str, Any]:
     if errors:
         raise ValueError("; ".join(f"{'; '.join(f['evidence'])}: {f['cause']}" for f in errors))
     merged = copy.deepcopy(DEFAULT_THRESHOLDS)
-    merged.update(copy.deepcopy(dict(thresholds or {})))
+    merged.update(plain(dict(thresholds or {})))
     return merged
 
 

@@ -27,13 +27,13 @@ resource, in order (the role puts one group per team and fills a resource a flav
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
@@ -820,9 +820,9 @@ def build(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], chec
     for flavor in flavors:
         spec: dict[str, Any] = {"nodeLabels": dict(flavor["node_labels"])}
         if flavor.get("node_taints"):
-            spec["nodeTaints"] = copy.deepcopy(flavor["node_taints"])
+            spec["nodeTaints"] = plain(flavor["node_taints"])
         if flavor.get("tolerations"):
-            spec["tolerations"] = copy.deepcopy(flavor["tolerations"])
+            spec["tolerations"] = plain(flavor["tolerations"])
         rfs.append(
             _owned_obj(
                 {

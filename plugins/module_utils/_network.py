@@ -92,6 +92,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._inputs import (
     show,
     variable_finding,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
@@ -244,7 +245,7 @@ def from_variables(variables: Mapping[str, Any] | None) -> dict[str, Any]:
     for name, value in (variables or {}).items():
         key = str(name)[len(PREFIX) :] if str(name).startswith(PREFIX) else None
         if key in DEFAULTS:
-            out[key] = value
+            out[key] = plain(value)  # rendered once: cfg is deep-copied below
     return out
 
 

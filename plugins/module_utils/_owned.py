@@ -18,10 +18,11 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
@@ -49,7 +50,7 @@ def selector(labels: Mapping[str, str]) -> str:
 
 def owned(obj: Mapping[str, Any], labels: Mapping[str, str]) -> Obj:
     """A copy of ``obj`` with ``labels`` added (its own labels kept)."""
-    out = copy.deepcopy(dict(obj))
+    out = plain(dict(obj))
     meta = out.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), **labels}
     return out
