@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the collection's read-only host modules on a real GPU machine and keep what they answer, with the raw
-# evidence they read, as fixtures (tests/fixtures/hardware/real/, tests/unit/test_real_host_fixtures.py).
+# evidence they read, as fixtures (tests/fixtures/real-hosts/, tests/unit/plugins/modules/test_real_host_fixtures.py).
 #
 #   bash hack/capture-host-fixtures.sh OUTDIR [WHEEL_DIR]
 #

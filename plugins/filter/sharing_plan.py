@@ -77,7 +77,6 @@ _value:
   type: dict
 """
 
-import json  # noqa: E402 - after the documentation, as ansible-test expects
 from collections.abc import Mapping  # noqa: E402
 
 import yaml  # noqa: E402
@@ -87,6 +86,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils import (  # noqa: 
     _sharing,
     _sharing_status,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain  # noqa: E402
 
 
 def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-arguments,too-many-locals
@@ -103,8 +103,8 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
         raise AnsibleFilterError("sharing_plan expects the gpu_sharing_* variables (dict) and the nodes (list)")
     pools = list(variables.get(_sharing.VAR_POOLS) or [])
     strategy = variables.get(_sharing.VAR_MIG_STRATEGY) or "single"
-    # through JSON: the variables' values are Ansible's tagged types, which safe_dump does not represent
-    mig_configs = json.loads(json.dumps(variables.get(_sharing.VAR_MIG_CONFIGS) or {}))
+    # plain: the variables' values are Ansible's tagged types, which safe_dump does not represent
+    mig_configs = plain(variables.get(_sharing.VAR_MIG_CONFIGS) or {})
     groups = groups or {}
     by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
     member_input = {
@@ -125,8 +125,8 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
     drivers = {name: _sharing_status.driver_version(facts.get(name), member_input[name]["labels"]) for name in by_name}
     findings += _sharing.dra_findings(pools, members, kubernetes_version or "", list(served_versions or []), drivers)
     configs = {
-        # through JSON: the variables' values are Ansible's tagged types, which safe_dump does not represent
-        entry: yaml.safe_dump(json.loads(json.dumps(cfg)), default_flow_style=False, sort_keys=True)
+        # plain: the variables' values are Ansible's tagged types, which safe_dump does not represent
+        entry: yaml.safe_dump(plain(cfg), default_flow_style=False, sort_keys=True)
         for entry, cfg in _sharing.device_plugin_configs(pools).items()
     }
     expected = {

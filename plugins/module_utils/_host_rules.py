@@ -159,16 +159,13 @@ def nouveau(facts: Facts, intent: Intent) -> list[Finding]:
         return []
     if intent["nvidia_driver"] == "none" and want is None:
         return []
-    evidence = [
-        (
-            f"nouveau loaded, refcount {nv.get('refcount')}"
-            if nv.get("refcount") is not None
-            else "nouveau loaded, refcount unknown (a kernel without module unloading: only a reboot removes it)"
-        )
-        if nv.get("loaded")
-        else "nouveau not loaded",
-        f"blacklist sources: {sources}",
-    ]
+    if not nv.get("loaded"):
+        state = "nouveau not loaded"
+    elif nv.get("refcount") is None:  # a kernel without module unloading keeps no count (_kmod.parse_proc_modules)
+        state = "nouveau loaded, refcount unknown (a kernel without module unloading: only a reboot removes it)"
+    else:
+        state = f"nouveau loaded, refcount {nv.get('refcount')}"
+    evidence = [state, f"blacklist sources: {sources}"]
     if nv.get("loaded") and nv.get("blacklisted"):
         pending = validate and intent["reboot_pending"]
         return [

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _hostfacts, _kmod
+from ansible_collections.gpuops.platform.plugins.module_utils import _kmod
 from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
-from ansible_collections.gpuops.platform.plugins.modules import gpu_host_preflight
+from ansible_collections.gpuops.platform.plugins.modules import gpu_host_facts, gpu_host_preflight
 
 REAL = Path(__file__).resolve().parents[3] / "fixtures" / "real-hosts"
 # the arguments hack/capture-host-fixtures.sh passed, per file
@@ -74,7 +74,7 @@ def test_h100_vm_the_driver_container_is_refused_on_a_host_with_a_driver():
     ]
 
 
-def test_h100_vm_proc_modules_of_a_kernel_without_module_unloading(host):
+def test_h100_vm_proc_modules_of_a_kernel_without_module_unloading(host, commands, run_module):
     """The machine's /proc/modules prints "-" for the reference counts; the driver is loaded all the same."""
     lines = evidence("h100-vm", "cat /proc/modules").splitlines()
     assert lines == [
@@ -87,15 +87,7 @@ def test_h100_vm_proc_modules_of_a_kernel_without_module_unloading(host):
     modules = _kmod.loaded_modules(fs)
     assert sorted(modules) == ["nvidia", "nvidia_uvm"] and modules["nvidia"]["refcnt"] is None
     assert _kmod.module_usage(fs, modules, "nvidia")["in_use"] is True
-    driver = _hostfacts.nvidia_driver_facts(fs, _NoModinfo(), modules)
+    result, failed = run_module(gpu_host_facts, {})  # the machine has no modinfo: nothing is run for the version
+    assert not failed and commands.calls == []
+    driver = result["ansible_facts"]["gpuops_host"]["nvidia_driver"]
     assert (driver["loaded"], driver["version"]) == (True, facts("h100-vm")["nvidia_driver"]["version"])
-
-
-class _NoModinfo:
-    """The machine has no modinfo."""
-
-    def which(self, tool):
-        return None
-
-    def run(self, *a, **kw):
-        raise AssertionError("nothing is run without modinfo")
