@@ -48,7 +48,7 @@ _LABEL_PREFIXES = (
     f"{NFD}/pci-1002",
     "gpuops.platform/sharing-",
 )
-_GPU_RESOURCE = re.compile(r"^(nvidia\.com/gpu(\.shared)?|nvidia\.com/mig-.+|amd\.com/gpu.*)$")
+_GPU_RESOURCE = re.compile(r"^(nvidia\.com/gpu(\.shared)?|nvidia\.com/mig-.+|amd\.com/gpu.*)\Z")
 
 
 # -- collection: the only function that talks to the API server ---------------------------------------------
@@ -261,9 +261,9 @@ def wait_failure_message(outcome, timeout, findings):
 # -- label selectors (client-side, on the one node list) ----------------------------------------------------
 _KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
 _VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
-_EXISTS = re.compile(rf"^(?P<neg>!?)\s*(?P<key>{_KEY})$")
-_EQUALITY = re.compile(rf"^(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE})$")
-_SET = re.compile(rf"^(?P<key>{_KEY})\s+(?P<op>in|notin)\s+\((?P<values>[^()]*)\)$")
+_EXISTS = re.compile(rf"^(?P<neg>!?)\s*(?P<key>{_KEY})\Z")
+_EQUALITY = re.compile(rf"^(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE})\Z")
+_SET = re.compile(rf"^(?P<key>{_KEY})\s+(?P<op>in|notin)\s+\((?P<values>[^()]*)\)\Z")
 
 
 def _split_requirements(text):

@@ -244,9 +244,9 @@ ALERTS = (
 
 # --- thresholds: kinds, ranges, checks -------------------------------------------------------------------------
 
-_DURATION_RE = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+_DURATION_RE = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?\Z")
 _DURATION_UNITS = (365 * 86400.0, 7 * 86400.0, 86400.0, 3600.0, 60.0, 1.0, 0.001)
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.:/-]+$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.:/-]+\Z")
 
 # key -> (kind, low, high): kind "for" (a duration, 0 allowed), "window" (a duration above 0), "number" (an int or
 # float above low and at most high), "name" (a label value), "choice" (throttle_source), "watts_by_model".
@@ -938,8 +938,8 @@ def missing_counters(thresholds: Mapping[str, Any] | None, csv_text: str | None)
     return out
 
 
-_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 def object_findings(name: Any, namespace: Any, labels: Any) -> list[Finding]:

@@ -16,8 +16,8 @@ import re
 # rc of coreutils timeout(1) when it stopped the command
 TIMEOUT_RC = 124
 
-_REF = re.compile(r"^oci://(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?)(?P<path>(?:/[a-z0-9][a-z0-9._/-]*)?)$")
-_CHART = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
+_REF = re.compile(r"^oci://(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?)(?P<path>(?:/[a-z0-9][a-z0-9._/-]*)?)\Z")
+_CHART = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?\Z")
 
 # (reason id, output patterns (lower case), reason text, fix); the first row that matches wins
 _REASONS = (

@@ -22,7 +22,7 @@ ACCELERATOR_CLASSES = {
 NVSWITCH = ("10de", "0680")  # NVIDIA, class "bridge: other"
 RDMA_VENDORS = ("15b3",)  # NVIDIA/Mellanox ConnectX, BlueField
 FM_SERVICE = "nvidia-fabricmanager.service"
-FM_PACKAGE_RE = re.compile(r"^nvidia-fabric-?manager(-[0-9]+)?$")
+FM_PACKAGE_RE = re.compile(r"^nvidia-fabric-?manager(-[0-9]+)?\Z")
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 NV_VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)")
 IOMMU_KEYS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.strict")
@@ -184,10 +184,10 @@ def ofed_facts(runner, modules):
     if runner.which("ofed_info"):
         res = runner.run("ofed_info", ["-s"], check=False)
         raw = res.out.strip().splitlines()[0].strip() if res.ok and res.out.strip() else ""
-        m = re.match(r"MLNX_OFED_LINUX-(\S+?):?$", raw)
+        m = re.match(r"MLNX_OFED_LINUX-(\S+?):?\Z", raw)
         if m:
             return {"flavor": "mlnx_ofed", "version": m.group(1), "raw": raw}
-        m = re.match(r"OFED-internal-(\S+?):?$", raw)
+        m = re.match(r"OFED-internal-(\S+?):?\Z", raw)
         if m:
             return {"flavor": "doca_ofed", "version": m.group(1), "raw": raw}
         if raw:

@@ -44,7 +44,7 @@ REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"
 RESOURCES = ("gpu", "cpu", "memory")
 UNITS = {"gpu": " GPU", "cpu": "m CPU", "memory": " MB"}
 DEFAULT_QUEUES = ("default-parent-queue", "default-queue")
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 UNLIMITED = Fraction(-1)
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 

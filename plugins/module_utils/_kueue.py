@@ -51,7 +51,7 @@ KAI_CRDS = ("queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "scheduli
 KAI_TOPOLOGY_CRD = "topologies.kai.scheduler"
 # GPU product labels, by vendor: GFD's and the AMD labeller's
 PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
-GPU_RESOURCE_RE = re.compile(r"^(nvidia\.com/(gpu|mig-.+)|amd\.com/gpu)$")
+GPU_RESOURCE_RE = re.compile(r"^(nvidia\.com/(gpu|mig-.+)|amd\.com/gpu)\Z")
 IMAGE = {"repository": "registry.k8s.io/kueue/kueue", "pullPolicy": "IfNotPresent"}
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
@@ -78,8 +78,8 @@ FRAMEWORKS = (
     "statefulset",
     "leaderworkerset.x-k8s.io/leaderworkerset",
 )
-SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 MAX_FLAVORS = 64  # flavors of one resource group (CRD MaxItems)
 MAX_RESOURCES = 64  # covered resources of one group
 

@@ -160,20 +160,20 @@ OFED_ENV = (
 # isValidOFEDVersion (nicpolicy_webhook.go @ v26.4.1)
 OFED_VERSION_RE = re.compile(
     r"^(sha256:[a-fA-F0-9]{64}|doca\d+\.\d+(\.\d+)?-\d+\.\d+-\d+\.\d+\.\d+\.\d+-\d+(-[\w\.\-]+)*"
-    r"|\d+\.\d+-\d+(\.\d+)*(-\d+)?(-[\w\.\-]+)*)$"
+    r"|\d+\.\d+-\d+(\.\d+)*(-\d+)?(-[\w\.\-]+)*)\Z"
 )
 # k8s-rdma-shared-dev-plugin validResourceName: stricter than the operator webhook (which allows '-' and '.'),
 # and the plugin is the one that refuses to start.
-RDMA_RESOURCE_RE = re.compile(r"^[a-zA-Z0-9_]+$")
+RDMA_RESOURCE_RE = re.compile(r"^[a-zA-Z0-9_]+\Z")
 # sriovResourceNameRegex (nicpolicy_webhook.go @ v26.4.1) for the SR-IOV device plugin's resources
-SRIOV_RESOURCE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-PCI_ID_RE = re.compile(r"^[0-9a-f]{4}$")
-IFNAME_RE = re.compile(r"^[^\s/:]{1,15}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-SECRET_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+SRIOV_RESOURCE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+PCI_ID_RE = re.compile(r"^[0-9a-f]{4}\Z")
+IFNAME_RE = re.compile(r"^[^\s/:]{1,15}\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+SECRET_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 OBJECT_NAME_RE = SECRET_RE  # DNS-1123 subdomain: cluster-scoped network objects, IPPools
-REPOSITORY_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*$")
-IMAGE_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # the OCI tag grammar
+REPOSITORY_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*\Z")
+IMAGE_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")  # the OCI tag grammar
 # netlink EncapType, what the RDMA shared device plugin compares linkTypes with; from gpu_host_facts' link_layer
 LINK_TYPES = {"Ethernet": "ether", "InfiniBand": "infiniband"}
 MACVLAN_MODES = ("bridge", "private", "vepa", "passthru")

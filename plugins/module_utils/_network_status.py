@@ -46,7 +46,7 @@ PLUGINS = {
         "sriov-resource-missing",
     ),
 }
-_GPU = re.compile(r"^nvidia\.com/(gpu(\.shared)?|mig-.+)$")
+_GPU = re.compile(r"^nvidia\.com/(gpu(\.shared)?|mig-.+)\Z")
 
 
 def settings(params):

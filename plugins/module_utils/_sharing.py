@@ -67,11 +67,11 @@ _KEYS = {
     "dra": (),
     "kai_fraction": (),
 }
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 # a label value (the name becomes nvidia.com/mig.config=<name>)
-_LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 # mig-parted pkg/types/mig_profile.go: [<C>c.]<G>g.<M>gb[+<attr>[,<attr>]]
-_MIG_PROFILE_RE = re.compile(r"^([0-9]+c\.)?[0-9]+g\.[0-9]+gb([+-][a-z][a-z.]*)*$")
+_MIG_PROFILE_RE = re.compile(r"^([0-9]+c\.)?[0-9]+g\.[0-9]+gb([+-][a-z][a-z.]*)*\Z")
 _MIG_ENTRY_KEYS = ("devices", "mig-enabled", "mig-devices", "device-filter")
 
 

@@ -24,7 +24,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._errors import (
 )
 
 # Linux dev_valid_name(): 1-15 bytes, no '/', ':' or whitespace; we also refuse shell metacharacters.
-NETDEV_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}$")
+NETDEV_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}\Z")
 RULES_PATH = "/etc/udev/rules.d/70-gpuops-sriov.rules"
 RULES_HEADER = "# Managed by gpuops.platform.sriov_vfs: SR-IOV VF counts, applied when the PF's netdev appears.\n"
 RULE = 'ACTION=="add", SUBSYSTEM=="net", KERNELS=="%s", ATTR{device/sriov_numvfs}=="0", ATTR{device/sriov_numvfs}="%d"'

@@ -56,10 +56,10 @@ VAR_HOST_PREP = "host_prep_sriov_vfs"
 SOURCES = ("standalone", "network_operator")
 DEFAULT_PREFIX = {"standalone": "openshift.io", "network_operator": "nvidia.com"}
 
-RESOURCE_NAME_RE = re.compile(r"^[a-zA-Z0-9_]+$")  # pkg/webhook/validate.go staticValidateSriovNetworkNodePolicy
-DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-HEX_ID_RE = re.compile(r"^(0x)?([0-9a-fA-F]{4})$")
+RESOURCE_NAME_RE = re.compile(r"^[a-zA-Z0-9_]+\Z")  # pkg/webhook/validate.go staticValidateSriovNetworkNodePolicy
+DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+HEX_ID_RE = re.compile(r"^(0x)?([0-9a-fA-F]{4})\Z")
 DEVICE_TYPES = ("netdevice", "vfio-pci")
 LINK_TYPES = ("eth", "ib")  # the CRD enum is eth|ETH|ib|IB: the builders write the lower-case form
 LINK_STATES = ("auto", "enable", "disable")

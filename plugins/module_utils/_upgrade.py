@@ -100,10 +100,10 @@ DONE = "upgrade-done"
 FAILED = "upgrade-failed"
 REQUIRED = "upgrade-required"
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)\Z")
 
 
-_CHART = re.compile(r"^(?:[a-z0-9-]+-)?(v?\d+\.\d+\.\d+)$")
+_CHART = re.compile(r"^(?:[a-z0-9-]+-)?(v?\d+\.\d+\.\d+)\Z")
 
 
 def chart_version(chart: str | None) -> str:

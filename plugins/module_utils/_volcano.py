@@ -53,7 +53,7 @@ ADMISSIONS = (
     "/pods/mutate",
     "/pods/validate",
 )
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 DEFAULT_SCHEDULER = "default-scheduler"
 
 _PROPORTION_TIERS: list[dict[str, list[dict[str, Any]]]] = [
