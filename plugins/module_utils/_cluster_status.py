@@ -15,6 +15,7 @@ import re
 
 from ansible_collections.gpuops.platform.plugins.module_utils import (
     _diag_batch,
+    _diag_scheduling,
     _diagnosis,
     _network_status,
     _readiness,
@@ -503,6 +504,7 @@ def node_view(node, vendor):
         "ready_reason": ready.get("reason"),
         "ready_message": ready.get("message"),
         "unschedulable": bool(spec.get("unschedulable")),
+        "scheduling": _diag_scheduling.node_scheduling(node),
         "problems": [
             {k: c.get(k) for k in ("type", "reason", "message")}
             for c in status.get("conditions") or ()

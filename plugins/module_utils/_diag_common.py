@@ -156,14 +156,30 @@ def fmt_labels(labels):
     return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
+DEPLOY = "nvidia.com/gpu.deploy."  # the GPU Operator's per-operand node labels
+
+
+def _nfd_missing(labels, missing):
+    return any(k.startswith(NFD) for k in missing) or not any(labels.get(k) == "true" for k in NVIDIA_NFD_LABELS)
+
+
+def _deploy_off(labels, missing):
+    """The operator's deploy labels the node has, with a value other than the DaemonSet wants (false, paused-*)."""
+    return {k: labels[k] for k in sorted(missing) if k.startswith(DEPLOY) and k in labels}
+
+
 def why_labels_missing(labels, missing):
-    has_nfd = any(labels.get(k) == "true" for k in NVIDIA_NFD_LABELS)
-    if any(k.startswith(NFD) for k in missing) or not has_nfd:
+    if _nfd_missing(labels, missing):
         return (
             "; NFD labels are missing on the node (no feature.node.kubernetes.io/pci-10de.present=true), so the "
             "operator does not mark it as a GPU node"
         )
-    if any(k.startswith("nvidia.com/gpu.deploy.") for k in missing):
+    off = _deploy_off(labels, missing)
+    if off:
+        return (
+            f"; the node's label {fmt_labels(off)} keeps the operand off it (the operator deploys it only where true)"
+        )
+    if any(k.startswith(DEPLOY) for k in missing):
         return (
             "; the node has the NFD PCI label but the operator has not set nvidia.com/gpu.deploy.* on it "
             "(ClusterPolicy not reconciled, or the labels were set to false/paused)"
@@ -176,4 +192,27 @@ def nfd_fix(node):
         f"check that an nfd-worker pod runs on {node} (its tolerations must match the node's taints) and that the "
         "NFD PCI whitelist includes classes 0300/0302; the operator labels the node once "
         "feature.node.kubernetes.io/pci-10de.present=true is there"
+    )
+
+
+def labels_fix(node, labels, missing):
+    """The fix for a DaemonSet pod missing on ``node`` because the node lacks ``missing`` (label -> wanted value):
+    NFD's when its labels are missing, the operator's deploy label when it is set to another value, the operator's
+    reconcile when it has not set it."""
+    if _nfd_missing(labels, missing):
+        return nfd_fix(node)
+    off = _deploy_off(labels, missing)
+    if off:
+        return (
+            "; ".join(f"kubectl label node {node} {k}={missing[k]} --overwrite" for k in off)
+            + f" (if the node should run the operand: {fmt_labels(off)} was set on it by hand or by a tool that keeps "
+            "operands off nodes)"
+        )
+    if any(k.startswith(DEPLOY) for k in missing):
+        return (
+            "check the gpu-operator pod's log and the ClusterPolicy's status: the operator sets "
+            f"{DEPLOY}* on every node with NFD's PCI label once it reconciles"
+        )
+    return (
+        f"label the node ({fmt_labels(missing)}) if it should run the operand, or change the DaemonSet's nodeSelector"
     )

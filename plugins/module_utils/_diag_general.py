@@ -17,7 +17,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._diag_common impor
     finding,
     fmt_labels,
     host_driver_loaded,
-    nfd_fix,
+    labels_fix,
     node_finding,
     node_problems,
     pod_finding,
@@ -72,7 +72,8 @@ def rule_operand_pending(view):
             cause += why_labels_missing(labels, missing)
             evidence.append(f"node {name} lacks {fmt_labels(missing)}")
             fid = "operand-pending-labels"
-            out.append(pod_finding(pod, fid=fid, severity="error", evidence=evidence, cause=cause, fix=nfd_fix(name)))
+            fix = labels_fix(name, labels, missing)
+            out.append(pod_finding(pod, fid=fid, severity="error", evidence=evidence, cause=cause, fix=fix))
         else:
             cause = "the scheduler cannot place the pod on its node (taints, resources or host ports)"
             fix = "read the pod's PodScheduled message; add the missing toleration or free the resources"

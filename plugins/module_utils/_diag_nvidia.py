@@ -23,7 +23,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._diag_common impor
     host_driver_evidence,
     host_driver_loaded,
     kernel_of,
-    nfd_fix,
+    labels_fix,
     node_finding,
     node_problems,
     node_ref,
@@ -163,7 +163,9 @@ def nvidia_resource_missing(view, node, labels, evidence):
                 f"nodeSelector {ds['node_selector']}",
             ],
             cause=cause,
-            fix=nfd_fix(name) if missing else "check the DaemonSet's tolerations against the node's taints",
+            fix=labels_fix(name, labels, missing)
+            if missing
+            else "check the DaemonSet's tolerations against the node's taints",
         )
     if not plugin["ready"]:
         waits_for = VALIDATION_STEPS.get(plugin.get("init_step") or "")

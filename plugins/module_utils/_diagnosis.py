@@ -25,6 +25,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils import (
     _diag_network,
     _diag_nvidia,
     _diag_nvidia_operator,
+    _diag_scheduling,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils._diag_common import (
     SEVERITIES,
@@ -46,6 +47,7 @@ RULE_TABLE: tuple[tuple[str | None, Rule], ...] = (
     ("nvidia", _diag_nvidia_operator.rule_operator_missing),
     (None, _diag_general.rule_operator_crashloop),
     (None, _diag_general.rule_node_not_ready),
+    (None, _diag_scheduling.rule_node_scheduling),
     ("nvidia", _diag_nvidia.rule_host_driver_conflict),
     ("nvidia", _diag_nvidia.rule_driver_crashloop),
     ("nvidia", _diag_nvidia.rule_validator_init),

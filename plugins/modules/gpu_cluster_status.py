@@ -327,6 +327,45 @@ nodes:
     unschedulable:
       description: The node is cordoned.
       type: bool
+    scheduling:
+      description:
+        - Whether work is scheduled on the node (the SCHEDULING column of C(playbooks/diagnose.yml)); the findings
+          C(node-cordoned) and C(node-tainted) judge it.
+      type: dict
+      contains:
+        schedulable:
+          description: Not cordoned, and no NoSchedule/NoExecute taint the GPU stack does not tolerate.
+          type: bool
+        cordoned:
+          description: The node is cordoned (C(spec.unschedulable)).
+          type: bool
+        cordoned_by:
+          description:
+            - Who cordoned the node, when the node says so - V(onboarding) (annotation
+              C(gpuops.platform/onboarding-cordoned)), V(driver-upgrade) (the GPU Operator's
+              C(nvidia.com/gpu-driver-upgrade-state) between cordon-required and uncordon-required), V(sriov-drain)
+              (the SR-IOV config daemon's drain) - or null.
+          type: str
+        marker:
+          description: The label or annotation that says who cordoned the node, or null.
+          type: str
+        upgrade_state:
+          description: The node's C(nvidia.com/gpu-driver-upgrade-state) label, or null.
+          type: str
+        cordoned_before_upgrade:
+          description: The driver upgrade controller found the node cordoned (it leaves such a node cordoned).
+          type: bool
+        taints:
+          description:
+            - The NoSchedule/NoExecute taints the GPU stack does not tolerate (all but C(nvidia.com/gpu:NoSchedule),
+              C(amd.com/gpu:NoSchedule) and the node lifecycle controller's C(node.kubernetes.io/*) taints), as
+              C(key=value:Effect).
+          type: list
+          elements: str
+        summary:
+          description: The table's cell.
+          type: str
+          sample: cordoned (onboarding)
     problems:
       description:
         - Node conditions other than C(Ready) whose status is C(True) (C(MemoryPressure), C(DiskPressure),

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import jinja2
+import yaml
+from ansible_collections.gpuops.platform.plugins.filter.aligned_columns import FilterModule as AlignedColumns
 from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "playbooks/templates/diagnosis.txt.j2"
@@ -19,6 +21,7 @@ DIAG = {
             "ready": True,
             "gpus": 8,
             "sharing": {"summary": "exclusive: nvidia.com/gpu=8"},
+            "scheduling": {"summary": "schedulable"},
             "operands": [],
         },
         {
@@ -28,6 +31,7 @@ DIAG = {
             "ready": True,
             "gpus": 4,
             "sharing": {"summary": "exclusive: nvidia.com/gpu=4"},
+            "scheduling": {"summary": "cordoned (onboarding)"},
             "operands": [{"component": "dcgm-exporter", "ready": False}],
         },
     ],
@@ -35,9 +39,10 @@ DIAG = {
 }
 
 
-def render(**variables):
+def render(diagnosis=None, **variables):
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
-    return env.from_string(TEMPLATE.read_text()).render(gpuops_diagnosis=DIAG, **variables)
+    env.filters.update({f"gpuops.platform.{k}": v for k, v in AlignedColumns().filters().items()})
+    return env.from_string(TEMPLATE.read_text()).render(gpuops_diagnosis=diagnosis or DIAG, **variables)
 
 
 def test_without_monitoring_no_column():
@@ -72,3 +77,114 @@ def test_an_unreachable_prometheus_is_said():
     )
     assert "FIRING GPU ALERTS" not in text.splitlines()[0]
     assert "No REPORTING and FIRING GPU ALERTS columns (Prometheus): Prometheus at http://x cannot be reached" in text
+
+
+def _columns(head, line, names):
+    """Each column's cell in ``line``, cut where the header's next column starts."""
+    starts = [head.index(n) for n in names]
+    return [line[a:b].rstrip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+
+
+LONG_NODE = "gpu-worker-pool-a-h100-sxm5-rack12-u0042"  # 40 characters
+LONG_PRODUCT = "NVIDIA-GH200-480GB-Grace-Hopper-Superchip-MIG-1g.12gb"
+
+
+def test_columns_fit_their_content():
+    """A 40-character node name and a product longer than 28 characters: every cell starts under its header,
+    nothing is cut, and the columns are as wide as their longest cell (two spaces between them)."""
+    long = {
+        **DIAG["nodes"][0],
+        "name": LONG_NODE,
+        "product": LONG_PRODUCT,
+        "scheduling": {"summary": "cordoned, tainted dedicated=ml:NoSchedule"},
+    }
+    text = render({"nodes": [DIAG["nodes"][1], long], "diagnosis": []})
+    head, *rows = text.splitlines()[:3]
+    names = ["NODE", "VENDOR", "PRODUCT", "READY", "SCHEDULING", "GPUS", "SHARING", "OPERANDS NOT READY"]
+    assert _columns(head, head, names) == names
+    assert _columns(head, rows[0], names) == [
+        "pcie-l40s-0",
+        "nvidia",
+        "NVIDIA-L40S",
+        "True",
+        "cordoned (onboarding)",
+        "4",
+        "exclusive: nvidia.com/gpu=4",
+        "dcgm-exporter",
+    ]
+    assert _columns(head, rows[1], names) == [
+        LONG_NODE,
+        "nvidia",
+        LONG_PRODUCT,
+        "True",
+        "cordoned, tainted dedicated=ml:NoSchedule",
+        "8",
+        "exclusive: nvidia.com/gpu=8",
+        "-",
+    ]
+    assert (
+        head.index("VENDOR") == len(LONG_NODE) + 2
+        and head.index("READY") == head.index("PRODUCT") + len(LONG_PRODUCT) + 2
+    )
+
+
+def test_queues_fit_their_content():
+    flavor = "nvidia-gh200-480gb-grace-hopper-superchip"  # longer than the 30 characters once cut at
+    queue = {
+        "cluster_queue": "research-team-with-a-long-name",
+        "cohort": None,
+        "flavor": flavor,
+        "resource": "nvidia.com/gpu",
+        "nominal": "8",
+        "borrowing_limit": None,
+        "lending_limit": None,
+        "used": "2",
+        "borrowed": "0",
+        "admitted": 1,
+        "pending": 0,
+    }
+    text = render({**DIAG, "queues": [queue]})
+    lines = text.splitlines()
+    head = lines[lines.index("QUEUES (Kueue)") + 1]
+    row = lines[lines.index("QUEUES (Kueue)") + 2]
+    names = ["CLUSTERQUEUE", "COHORT", "FLAVOR", "RESOURCE", "QUOTA", "USED", "ADMIT", "PENDING"]
+    assert _columns(head, row, names) == [queue["cluster_queue"], "-", flavor, "nvidia.com/gpu", "8", "2", "1", "0"]
+
+
+def _tasks(playbook):
+    plays = yaml.safe_load((TEMPLATE.parents[1] / playbook).read_text())
+    out = []
+
+    def walk(tasks):
+        for task in tasks or ():
+            out.append(task)
+            walk(task.get("block"))
+
+    for play in plays:
+        walk(play.get("tasks"))
+    return out
+
+
+def _status_feeding_the_table(playbook):
+    """The gpu_cluster_status task whose result the playbook prints with this template, and the task index of the
+    print."""
+    tasks = _tasks(playbook)
+    (printed,) = [i for i, t in enumerate(tasks) if "diagnosis.txt.j2" in str(t.get("gpuops.platform.report"))]
+    var = str((tasks[printed].get("vars") or {}).get("gpuops_diagnosis") or "gpuops_diagnosis").strip("{} ")
+    (status,) = [
+        i for i, t in enumerate(tasks) if "gpuops.platform.gpu_cluster_status" in t and t.get("register") == var
+    ]
+    return tasks, status, printed
+
+
+def test_the_onboarded_nodes_row_is_read_as_diagnose_reads_it():
+    """onboard_node.yml prints the node's row with the SHARING (and SCHEDULING) diagnose.yml shows: its status is
+    read with sharing, after the uncordon (so the row does not show the cordon onboarding just lifted)."""
+    _, diag, _ = _status_feeding_the_table("diagnose.yml")
+    tasks, status, printed = _status_feeding_the_table("onboard_node.yml")
+    assert _tasks("diagnose.yml")[diag]["gpuops.platform.gpu_cluster_status"]["sharing"] is True
+    assert tasks[status]["gpuops.platform.gpu_cluster_status"].get("sharing") is True
+    (uncordon,) = [
+        i for i, t in enumerate(tasks) if (t.get("kubernetes.core.k8s_drain") or {}).get("state") == "uncordon"
+    ]
+    assert uncordon < status < printed

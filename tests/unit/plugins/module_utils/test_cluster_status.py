@@ -22,12 +22,24 @@ VALIDATION_STEPS = ["driver-validation", "toolkit-validation", "cuda-validation"
 
 # -- builders ---------------------------------------------------------------------------------------------
 def node(
-    name, labels=None, alloc=None, ready=True, kernel="5.15.0-119-generic", reason=None, message=None, conditions=()
+    name,
+    labels=None,
+    alloc=None,
+    ready=True,
+    kernel="5.15.0-119-generic",
+    reason=None,
+    message=None,
+    conditions=(),
+    spec=None,
+    annotations=None,
 ):
     res = {"cpu": "224", "memory": "2063Gi", "pods": "110", **(alloc or {})}
+    meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": {},
+        "metadata": meta,
+        "spec": dict(spec or {}),
         "status": {
             "allocatable": dict(res),
             "capacity": dict(res),
@@ -347,6 +359,53 @@ def test_node_view_resources_and_labels():
     assert view["allocatable"] == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 14, "nvidia.com/mig-3g.40gb": 4}
     assert view["gpus"] == 18 and view["product"] == "NVIDIA-H100-80GB-HBM3"
     assert "kubernetes.io/hostname" not in view["labels"] and view["labels"]["nvidia.com/gpu.present"] == "true"
+
+
+_CORDON = {"unschedulable": True, "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}
+
+
+# The SCHEDULING column (node["scheduling"]["summary"]): who cordoned the node, and the taints the GPU stack does not
+# tolerate (issue 27)
+@pytest.mark.parametrize(
+    "spec, labels, annotations, summary, schedulable",
+    [
+        ({}, {}, {}, "schedulable", True),
+        (_CORDON, {}, {}, "cordoned", False),
+        (_CORDON, {}, {"gpuops.platform/onboarding-cordoned": "reboot"}, "cordoned (onboarding)", False),
+        (
+            _CORDON,
+            {"nvidia.com/gpu-driver-upgrade-state": "validation-required"},
+            {},
+            "cordoned (driver upgrade)",
+            False,
+        ),
+        ({"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}, {}, {}, "schedulable", True),
+        (
+            {
+                "taints": [
+                    {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+                    {"key": "x", "effect": "NoExecute"},
+                ]
+            },
+            {},
+            {},
+            "tainted dedicated=ml:NoSchedule,x:NoExecute",
+            False,
+        ),
+        (
+            {**_CORDON, "taints": [*_CORDON["taints"], {"key": "maint", "effect": "NoSchedule"}]},
+            {},
+            {},
+            "cordoned, tainted maint:NoSchedule",
+            False,
+        ),
+    ],
+    ids=["none", "cordoned", "onboarding", "driver-upgrade", "gpu-taint", "tainted", "both"],
+)
+def test_node_view_scheduling(spec, labels, annotations, summary, schedulable):
+    view = cs.node_view(gpu_node("n1", spec=spec, labels=labels, annotations=annotations), "nvidia")
+    assert view["scheduling"]["summary"] == summary
+    assert view["scheduling"]["schedulable"] is schedulable and view["unschedulable"] is bool(spec.get("unschedulable"))
 
 
 def test_cluster_policies_oldest_is_active():

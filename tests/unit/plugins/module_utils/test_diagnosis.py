@@ -76,6 +76,14 @@ def dgx_facts(fm_active, fm_version="570.124.06", driver="570.124.06"):
 
 
 NO_GPU = {"gpus": 0}
+
+
+def unlabelled(n, *keys):
+    for key in keys:
+        del n["metadata"]["labels"][key]
+    return n
+
+
 DP_INIT = pod(
     f"{DP}-g1",
     DP,
@@ -102,8 +110,14 @@ CASES = [
         [("gpu-resource-missing", "error", "DaemonSet", DP, "g1", "device-plugin DaemonSet pod missing on the node")],
     ),
     (
-        "no-gpu/deploy-label-missing",
+        "no-gpu/deploy-label-false",
         cluster(nodes=[gpu_node("g1", gpus=None, labels={"nvidia.com/gpu.deploy.device-plugin": "false"})], skip=(DP,)),
+        {},
+        [("gpu-resource-missing", "error", "DaemonSet", DP, "g1", "nvidia.com/gpu.deploy.device-plugin=false keeps")],
+    ),
+    (
+        "no-gpu/deploy-label-missing",
+        cluster(nodes=[unlabelled(gpu_node("g1", gpus=None), "nvidia.com/gpu.deploy.device-plugin")], skip=(DP,)),
         {},
         [("gpu-resource-missing", "error", "DaemonSet", DP, "g1", "operator has not set nvidia.com/gpu.deploy")],
     ),
@@ -478,6 +492,131 @@ CASES += [
 ]
 
 
+# Cordoned and tainted GPU nodes (issue 27): a cordon is info when a gpuops step set it and says so (onboarding's
+# annotation, the GPU Operator's driver upgrade state label, the SR-IOV config daemon's drain), a warning otherwise;
+# NoSchedule/NoExecute taints the GPU stack does not tolerate are a warning with the taint in the evidence.
+# (case id, node spec, labels, annotations, expected findings: (id, severity), fragments of cause, evidence, fix)
+ONBOARD_MARK = {"gpuops.platform/onboarding-cordoned": "host preparation needs a reboot"}
+UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
+CORDONED = {"unschedulable": True, "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}
+SCHEDULING_CASES = [
+    ("schedulable", {}, {}, {}, [], ()),
+    (
+        "cordoned-by-hand",
+        CORDONED,
+        {},
+        {},
+        [("node-cordoned", "warning")],
+        ("no gpuops step", "spec.unschedulable=true", "kubectl uncordon g1"),
+    ),
+    (
+        "cordoned-by-onboarding",
+        CORDONED,
+        {},
+        ONBOARD_MARK,
+        [("node-cordoned", "info")],
+        ("onboarding", "gpuops.platform/onboarding-cordoned", "onboard_node.yml"),
+    ),
+    (
+        "cordoned-by-driver-upgrade",
+        CORDONED,
+        {UPGRADE_STATE: "pod-restart-required"},
+        {},
+        [("node-cordoned", "info")],
+        ("driver upgrade", f"{UPGRADE_STATE}=pod-restart-required", "upgrade"),
+    ),
+    (
+        "cordoned-before-the-driver-upgrade",
+        CORDONED,
+        {UPGRADE_STATE: "drain-required"},
+        {"nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable": "true"},
+        [("node-cordoned", "warning")],
+        ("no gpuops step", "initial-state.unschedulable=true", "kubectl uncordon g1"),
+    ),
+    (
+        "cordoned-after-a-failed-driver-upgrade",
+        CORDONED,
+        {UPGRADE_STATE: "upgrade-failed"},
+        {},
+        [("node-cordoned", "warning")],
+        ("driver upgrade failed", f"{UPGRADE_STATE}=upgrade-failed", "driver pod"),
+    ),
+    (
+        "cordoned-by-the-sriov-drain",
+        CORDONED,
+        {},
+        {"sriovnetwork.openshift.io/current-state": "Draining"},
+        [("node-cordoned", "info")],
+        ("SR-IOV", "sriovnetwork.openshift.io/current-state=Draining", "SriovNetworkNodeState"),
+    ),
+    (
+        "upgrade-state-without-cordon",
+        {},
+        {UPGRADE_STATE: "pod-restart-required"},
+        ONBOARD_MARK,
+        [],
+        (),
+    ),
+    (
+        "gpu-taint-tolerated",
+        {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        {},
+        {},
+        [],
+        (),
+    ),
+    ("prefer-no-schedule", {"taints": [{"key": "team", "value": "ml", "effect": "PreferNoSchedule"}]}, {}, {}, [], ()),
+    (
+        "condition-taint-left-to-node-not-ready",
+        {"taints": [{"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}]},
+        {},
+        {},
+        [],
+        (),
+    ),
+    (
+        "foreign-taint",
+        {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]},
+        {},
+        {},
+        [("node-tainted", "warning")],
+        ("does not tolerate", "taint dedicated=ml:NoSchedule", "kubectl taint node g1 dedicated=ml:NoSchedule-"),
+    ),
+    (
+        "gpu-taint-noexecute",
+        {"taints": [{"key": "nvidia.com/gpu", "effect": "NoExecute"}]},
+        {},
+        {},
+        [("node-tainted", "warning")],
+        ("does not tolerate", "taint nvidia.com/gpu:NoExecute", "gpu_operator_tolerations"),
+    ),
+    (
+        "cordoned-and-tainted",
+        {**CORDONED, "taints": [*CORDONED["taints"], {"key": "maint", "effect": "NoExecute"}]},
+        {},
+        ONBOARD_MARK,
+        [("node-cordoned", "info"), ("node-tainted", "warning")],
+        ("taint maint:NoExecute",),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "spec, labels, annotations, expected, fragments",
+    [c[1:] for c in SCHEDULING_CASES],
+    ids=[c[0] for c in SCHEDULING_CASES],
+)
+def test_cordoned_and_tainted_nodes(spec, labels, annotations, expected, fragments):
+    data = cluster(nodes=[gpu_node("g1", spec=spec, labels=labels, annotations=annotations)])
+    findings = _diagnosis.diagnose(view_of(data))
+    assert sorted((f["id"], f["severity"]) for f in findings) == sorted(expected), findings
+    for f in findings:
+        assert f["object"] == {"kind": "Node", "namespace": None, "name": "g1"} and f["node"] == "g1"
+    text = " ".join(f"{f['cause']} {' '.join(f['evidence'])} {f['fix']}" for f in findings)
+    for fragment in fragments:
+        assert fragment in text, findings
+
+
 @pytest.mark.parametrize("data, kwargs, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_rules(data, kwargs, expected):
     findings = _diagnosis.diagnose(view_of(data, **kwargs))
@@ -487,6 +626,35 @@ def test_rules(data, kwargs, expected):
         assert e[5] in f["cause"], f
         assert f["fix"] and f["evidence"], f
         assert set(f) == {"id", "severity", "object", "node", "evidence", "cause", "fix"}
+
+
+@pytest.mark.parametrize(
+    "labels, names, not_named",
+    [
+        # the operator's deploy label set to false on the node: the fix names that label, not NFD's tolerations
+        (
+            {"nvidia.com/gpu.deploy.device-plugin": "false"},
+            ("kubectl label node g1 nvidia.com/gpu.deploy.device-plugin=true",),
+            ("nfd-worker", "tolerations"),
+        ),
+        # the NFD label missing: the fix is NFD's (its worker, its tolerations)
+        (
+            {"feature.node.kubernetes.io/pci-10de.present": None, "nvidia.com/gpu.deploy.device-plugin": None},
+            ("nfd-worker", "tolerations"),
+            ("kubectl label node",),
+        ),
+    ],
+    ids=["deploy-label-false", "nfd-label-missing"],
+)
+def test_device_plugin_missing_fix_names_the_cause(labels, names, not_named):
+    n = gpu_node("g1", gpus=None, labels={k: v for k, v in labels.items() if v is not None})
+    unlabelled(n, *(k for k, v in labels.items() if v is None))
+    (f,) = _diagnosis.diagnose(view_of(cluster(nodes=[n], skip=(DP,))))
+    assert f["id"] == "gpu-resource-missing", f
+    for text in names:
+        assert text in f["fix"], f
+    for text in not_named:
+        assert text not in f["fix"], f
 
 
 def test_validator_evidence_names_the_step():
