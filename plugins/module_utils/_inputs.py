@@ -193,7 +193,15 @@ def amd_driver_version(var: str, value: Any, allow_empty: bool = False, **_: Any
     return _driver_version(_AMD_DRIVER, "30.20.1", var, value, allow_empty)
 
 
-def url(var: str, value: Any, allow_empty: bool = True, **_: Any) -> list[Finding]:
+def url(
+    var: str,
+    value: Any,
+    allow_empty: bool = True,
+    what: str = "the chart repository URL",
+    example: str = "https://charts.mirror.example.internal",
+    **_: Any,
+) -> list[Finding]:
+    """An http(s):// or oci:// URL; ``what`` and ``example`` say what the variable points at in the fix."""
     if allow_empty and value in ("", None):
         return []
     if isinstance(value, str) and _URL.match(value):
@@ -204,7 +212,28 @@ def url(var: str, value: Any, allow_empty: bool = True, **_: Any) -> list[Findin
             var,
             value,
             "The value is not an http(s):// or oci:// URL.",
-            f"set {var} to the repository URL, for example https://charts.mirror.example.internal.",
+            f"set {var} to {what}, for example {example}.",
+        )
+    ]
+
+
+# A Prometheus duration (model.ParseDuration): units from the largest, each once, at least one: 30s, 1m30s, 1h.
+_DURATION = re.compile(r"(?=\d)((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?\Z")
+
+
+def duration(var: str, value: Any, allow_empty: bool = True, **_: Any) -> list[Finding]:
+    """A Prometheus duration such as 30s or 1m; zero is refused (a scrape or evaluation interval of 0 stops it)."""
+    if allow_empty and value in ("", None):
+        return []
+    if isinstance(value, str) and _DURATION.match(value) and any(c in "123456789" for c in value):
+        return []
+    return [
+        variable_finding(
+            "duration-invalid",
+            var,
+            value,
+            "The value is not a Prometheus duration (a number and a unit: ms, s, m, h, d, w, y, largest first).",
+            f"set {var} to a duration such as 30s or 1m.",
         )
     ]
 
@@ -418,6 +447,7 @@ RULES: dict[str, Callable[..., list[Finding]]] = {
     "nvidia_driver_version": nvidia_driver_version,
     "amd_driver_version": amd_driver_version,
     "url": url,
+    "duration": duration,
     "non_empty_mapping": non_empty_mapping,
     "kubeconfig": kubeconfig,
 }
@@ -451,54 +481,144 @@ def _converts(kind: str, value: Any) -> tuple[bool, Any]:
 
 
 def argument_types(options: Mapping[str, Mapping[str, Any]], variables: Mapping[str, Any]) -> list[Finding]:
-    """Each variable against its argument-spec entry (type, elements, choices), converting as Ansible's role
-    argument validation does, so what passes here passes there - but before the run changes anything. Stricter than
-    Ansible in one way: null passes only for an option that declares ``default: null`` (a documented "unset")."""
+    """Each variable against its argument-spec entry (type, elements, choices, and field by field the suboptions of
+    a dict or of a list of dicts), converting as Ansible's role argument validation does, so what passes here passes
+    there - but before the run changes anything. Stricter than Ansible in two ways: null passes only for an option
+    that declares ``default: null`` (a documented "unset"), and a field a structured value's spec does not name is an
+    error with the nearest field's name (a ``quotsa`` in a Kueue team would otherwise be ignored without a word)."""
     out = []
     for var, value in variables.items():
         opt = options.get(var)
         if opt is None:
             continue
-        kind = opt.get("type", "str")
         if value is None and "default" in opt and opt["default"] is None and not opt.get("required"):
             continue  # declared nullable (default: null): unset means "decide for me", as Ansible accepts it
-        ok, converted = _converts(kind, value)
-        if not ok:
-            out.append(
+        out += _option_findings(var, opt, value)
+    return out
+
+
+def _option_findings(var: str, opt: Mapping[str, Any], value: Any) -> list[Finding]:
+    """One value against one argument-spec entry; ``var`` is the path shown (``kueue_teams[0].quotas``)."""
+    kind = opt.get("type", "str")
+    ok, converted = _converts(kind, value)
+    if not ok:
+        return [
+            variable_finding(
+                "variable-type",
+                var,
+                value,
+                f"The value is {a(kind_of(value))}; the role needs {a(kind)}.",
+                f"set {var} to {a(kind)} (see the role variables in docs/variables.md).",
+            )
+        ]
+    if kind == "list" and opt.get("elements"):
+        bad = [e for e in converted if not _converts(opt["elements"], e)[0]]
+        if bad:
+            return [
                 variable_finding(
                     "variable-type",
                     var,
                     value,
-                    f"The value is {a(kind_of(value))}; the role needs {a(kind)}.",
-                    f"set {var} to {a(kind)} (see the role variables in docs/variables.md).",
+                    f"Element(s) {', '.join(show(b) for b in bad)} are not {opt['elements']}s.",
+                    f"make every element of {var} a {opt['elements']}.",
                 )
+            ]
+    if kind == "int":
+        out = _int_bounds(var, value, converted)
+        if out:
+            return out
+    choices = opt.get("choices")
+    if choices and converted not in choices:
+        near = difflib.get_close_matches(str(converted), [str(c) for c in choices], n=1)
+        return [
+            variable_finding(
+                "variable-choice",
+                var,
+                value,
+                f"The value is not one of: {', '.join(map(str, choices))}.",
+                f"set {var} to {near[0] if near else 'one of them'}.",
             )
+        ]
+    fields = opt.get("options")
+    if not fields:
+        return []
+    if kind == "dict" and isinstance(converted, Mapping):
+        return _fields_findings(var, fields, converted)
+    if kind == "list" and opt.get("elements") == "dict":
+        out = []
+        for i, item in enumerate(converted):
+            if isinstance(item, Mapping):
+                out += _fields_findings(f"{var}[{i}]", fields, item)
+        return out
+    return []
+
+
+# The bounds of int options and fields by their name, which the argument spec cannot say: (name pattern, lowest,
+# highest, what the value is). A negative wait, count or port would reach a module, Helm or the API server as nonsense.
+INT_BOUNDS: tuple[tuple[re.Pattern[str], int, int | None, str], ...] = (
+    (re.compile(r".*_timeout\Z"), 1, None, "a number of seconds to wait"),
+    (re.compile(r".*_port\Z"), 1, 65535, "a TCP port"),
+    (re.compile(r"(maxParallelUpgrades|timeoutSeconds)\Z"), 0, None, "a count or number of seconds (0: no limit)"),
+)
+
+
+def _int_bounds(var: str, value: Any, number: int) -> list[Finding]:
+    name = re.split(r"[.\]]", var)[-1]
+    for pattern, low, high, what in INT_BOUNDS:
+        if not pattern.match(name):
             continue
-        if kind == "list" and opt.get("elements"):
-            bad = [e for e in converted if not _converts(opt["elements"], e)[0]]
-            if bad:
-                out.append(
-                    variable_finding(
-                        "variable-type",
-                        var,
-                        value,
-                        f"Element(s) {', '.join(show(b) for b in bad)} are not {opt['elements']}s.",
-                        f"make every element of {var} a {opt['elements']}.",
-                    )
-                )
-                continue
-        choices = opt.get("choices")
-        if choices and converted not in choices:
-            near = difflib.get_close_matches(str(converted), [str(c) for c in choices], n=1)
-            out.append(
+        if number < low or (high is not None and number > high):
+            span = f"from {low} to {high}" if high is not None else f"{low} or more"
+            return [
                 variable_finding(
-                    "variable-choice",
+                    "variable-range",
                     var,
                     value,
-                    f"The value is not one of: {', '.join(map(str, choices))}.",
-                    f"set {var} to {near[0] if near else 'one of them'}.",
+                    f"The value is out of range: {name} is {what}, {span}.",
+                    f"set {var} to a number {span}.",
                 )
-            )
+            ]
+        return []
+    return []
+
+
+def _fields_findings(var: str, fields: Mapping[str, Mapping[str, Any]], item: Mapping[str, Any]) -> list[Finding]:
+    """A structured value's fields against its suboptions: unknown fields (with the nearest known one), required
+    fields that are missing, and each field's own type, choices and suboptions."""
+    label = f"{var} ({item['name']})" if isinstance(item.get("name"), str) else var
+    out = []
+    for key in item:
+        if key in fields:
+            continue
+        near = difflib.get_close_matches(str(key), sorted(fields), n=1)
+        hint = f"did you mean {near[0]}? Rename it" if near else "remove it"
+        out.append(
+            {
+                "id": "variable-field-unknown",
+                "severity": "error",
+                "object": {"kind": "variable", "name": f"{var}.{key}"},
+                "evidence": [f"{label} has a field {key}: {show(item[key])}"],
+                "cause": f"{var} has no field {key}; its value would be ignored. Its fields: {', '.join(fields)}.",
+                "fix": f"{hint} (see the role variables in docs/variables.md).",
+            }
+        )
+    for key, sub in fields.items():
+        if key not in item:
+            if sub.get("required"):
+                out.append(
+                    {
+                        "id": "variable-field-missing",
+                        "severity": "error",
+                        "object": {"kind": "variable", "name": f"{var}.{key}"},
+                        "evidence": [f"{label}: {show(item)}"],
+                        "cause": f"The field {key} is required and missing.",
+                        "fix": f"set {key} in {var}.",
+                    }
+                )
+            continue
+        if item[key] is None and not sub.get("required"):
+            continue  # an unset field: the role's default applies
+        out += _option_findings(f"{var}.{key}", sub, item[key])
     return out
 
 

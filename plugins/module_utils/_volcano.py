@@ -280,6 +280,20 @@ def _queue(q: Any, qi: int, capacity: bool, findings: list[Finding]) -> tuple[Ob
                     f"raise deserved[{res}] or lower guarantee[{res}]",
                 )
             )
+    for res, g in sorted(gua.items()):
+        if res in cap and g > cap[res] and not (res in des and des[res] < g):  # that one is reported above
+            findings.append(
+                _queue_tree.finding(
+                    "volcano-queue-guarantee-above-capability",
+                    "error",
+                    "Queue",
+                    name,
+                    [f"guarantee[{res}] {_quantity.show(g)} > capability[{res}] {_quantity.show(cap[res])}"],
+                    "a queue cannot be guaranteed more than its capability (guarantee <= deserved <= capability); "
+                    "Volcano's webhook refuses the Queue after the release is installed",
+                    f"raise capability[{res}] or lower guarantee[{res}]",
+                )
+            )
     for res, d in sorted(des.items()):
         if res in cap and d > cap[res]:
             findings.append(

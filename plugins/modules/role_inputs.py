@@ -12,16 +12,18 @@ version_added: 0.1.0
 description:
   - Checks one role's variables (or the collection-wide C(gpuops_*) ones) and returns findings, each with an
     C(id), a C(severity), the C(object) (the variable), the C(evidence) (its value), the C(cause) and the C(fix).
-  - "Rules: every variable against its argument-spec entry (O(options): type, list elements, choices) converted as
-    Ansible's role argument validation converts; variables with the role's O(prefix) that the role does not have
-    (typos, removed variables - O(removed)); the value rules of O(checks); and the user chart values of O(values)
-    against the kinds of the values the role renders for the same keys."
+  - "Rules: every variable against its argument-spec entry (O(options): type, list elements, choices, and field
+    by field the suboptions of a dict or of a list of dicts, unknown fields named with the nearest known one)
+    converted as Ansible's role argument validation converts; ints in range by their name (C(*_timeout) 1 or more,
+    C(*_port) 1 to 65535, C(maxParallelUpgrades) and C(timeoutSeconds) 0 or more); variables with the role's
+    O(prefix) that the role does not have (typos, removed variables - O(removed)); the value rules of O(checks); and
+    the user chart values of O(values) against the kinds of the values the role renders for the same keys."
   - "Value rules: V(dns1123_label) (namespaces), V(release_name) (Helm release names, 53 characters at most),
     V(chart_version) (one exact version), V(nvidia_driver_version), V(amd_driver_version) (versions only, shell
-    metacharacters named), V(url), V(non_empty_mapping), V(kubeconfig) (the file exists, is a kubeconfig and
-    has the context asked for) and V(batch_schedulers) (known batch schedulers with a role, no two answering to
-    one scheduler name or to kube-scheduler's, no KAI Scheduler version that watches Kueue's v1alpha1 Topology next
-    to Kueue)."
+    metacharacters named), V(url), V(duration) (a Prometheus duration such as V(30s)), V(non_empty_mapping),
+    V(kubeconfig) (the file exists, is a kubeconfig and has the context asked for) and V(batch_schedulers) (known
+    batch schedulers with a role, no two answering to one scheduler name or to kube-scheduler's, no KAI Scheduler
+    version that watches Kueue's v1alpha1 Topology next to Kueue)."
   - Used by the roles' C(tasks/inputs.yml) and by the preflight play that starts C(playbooks/site.yml).
   - Fails when a finding is an error, naming each variable, its value and the fix.
 author:
@@ -69,13 +71,13 @@ options:
         description: The rule.
         type: str
         required: true
-        choices: [amd_driver_version, batch_schedulers, chart_version, dns1123_label, kubeconfig, non_empty_mapping,
-                  nvidia_driver_version, release_name, url]
+        choices: [amd_driver_version, batch_schedulers, chart_version, dns1123_label, duration, kubeconfig,
+                  non_empty_mapping, nvidia_driver_version, release_name, url]
       value:
         description: The value; taken from O(variables) when omitted.
         type: raw
       allow_empty:
-        description: Accept an empty value (rules V(nvidia_driver_version), V(amd_driver_version), V(url)).
+        description: Accept an empty value (rules V(nvidia_driver_version), V(amd_driver_version), V(url), V(duration)).
         type: bool
       context:
         description: Rule V(kubeconfig) - the context that must exist in the file (empty for its current context).
@@ -97,6 +99,12 @@ options:
             among the batch schedulers.
         type: list
         elements: raw
+      what:
+        description: Rule V(url) - what the URL points at, for the fix (default "the chart repository URL").
+        type: str
+      example:
+        description: Rule V(url) - an example URL for the fix.
+        type: str
   values:
     description: User chart values to check against what the role renders.
     type: list
@@ -200,6 +208,8 @@ ARGUMENT_SPEC = {
             "kai_version": {"type": "str"},
             "volcano_scheduler_name": {"type": "str"},
             "sharing_pools": {"type": "list", "elements": "raw"},
+            "what": {"type": "str"},
+            "example": {"type": "str"},
         },
     },
     "values": {

@@ -237,6 +237,18 @@ def test_collection_wide_variables_are_declared_once_and_documented():
         assert f"roles/{role}/meta/argument_specs.yml" in docs, f"docs/variables.md has no link to {role}'s variables"
 
 
+def test_the_collection_wide_check_knows_every_gpuops_name_that_is_not_an_input():
+    """roles/gpuops reports a gpuops_* variable it does not know (gpuops_nfd_manged); the names that are not inputs
+    but may be set where the controller sees them are its outputs, and exactly the ones listed here."""
+    (task,) = [t for t in _tasks(REPO / "roles/gpuops/tasks/main.yml") if "gpuops.platform.role_inputs" in t]
+    args = task["gpuops.platform.role_inputs"]
+    assert args["prefix"] == "gpuops_"
+    variables = task["vars"]["_names"]
+    assert "varnames" in variables and "^gpuops_" in variables
+    listed = HOST_VARIABLES | PLAYBOOK_VARIABLES | SET_BY_THE_COLLECTION - {"gpuops_onboarding"}  # a group name
+    assert set(args["outputs"]) == listed
+
+
 # --- values that land nowhere ------------------------------------------------------------------------------
 # Each role's values template, rendered with the role's defaults, may only set keys the pinned chart has
 # (the fixture charts mirror upstream's values.yaml, subcharts under their name): a key the chart does not have

@@ -116,6 +116,16 @@ def test_caps_and_delete_order():
             {},
             ["volcano-queue-deserved-above-capability"],
         ),
+        (  # the case: capability 2, guarantee 4, no deserved (proportion plugin)
+            [{"name": "a", "capability": {"nvidia.com/gpu": 2}, "guarantee": {"nvidia.com/gpu": 4}}],
+            {},
+            ["volcano-queue-guarantee-above-capability"],
+        ),
+        (
+            [{"name": "a", "capability": {"nvidia.com/gpu": 4}, "guarantee": {"nvidia.com/gpu": 4}}],
+            {},
+            [],
+        ),
         ([{"name": "a", "parent": "p"}], {}, ["volcano-queue-parent-unknown"]),
         ([{"name": "p", "weight": 3}, {"name": "a", "parent": "p"}], {}, ["volcano-queue-weight-ignored"]),
         (

@@ -264,3 +264,121 @@ def test_dns1123_label_may_allow_empty():
     assert _inputs.dns1123_label("v", "", allow_empty=True) == []
     assert _inputs.dns1123_label("v", None, allow_empty=True) == []
     assert [f["id"] for f in _inputs.dns1123_label("v", "Bad_Name", allow_empty=True)] == ["name-invalid"]
+
+
+# --- structured variables, field by field, against the roles' own argument specs (issue 27) ----------------
+def _role_options(role):
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[4] / "roles" / role / "meta" / "argument_specs.yml"
+    return yaml.safe_load(path.read_text())["argument_specs"]["main"]["options"]
+
+
+@pytest.mark.parametrize(
+    ("role", "variables", "expect"),
+    [
+        ("kueue", {"kueue_teams": [{"name": "ml", "namespaces": ["ml"], "quotas": []}]}, []),
+        (
+            "kueue",
+            {"kueue_teams": [{"name": "ml", "namespaces": ["ml"], "quotsa": [{"flavor": "h100"}]}]},
+            [("variable-field-unknown", "kueue_teams[0].quotsa", "did you mean quotas?")],
+        ),
+        (
+            "kueue",
+            {"kueue_teams": [{"name": "ml"}, {"name": "cv", "queueing_strategy": "StrictFifo"}]},
+            [("variable-choice", "kueue_teams[1].queueing_strategy", "StrictFIFO")],
+        ),
+        ("kueue", {"kueue_teams": [{"namespaces": ["ml"]}]}, [("variable-field-missing", "kueue_teams[0].name", "")]),
+        (
+            "kueue",
+            {"kueue_flavors": [{"name": "h100", "node_labels": ["a"]}]},
+            [("variable-type", "kueue_flavors[0].node_labels", "a dict")],
+        ),
+        ("volcano", {"volcano_queues": [{"name": "ml", "weight": 2, "capability": {"nvidia.com/gpu": 8}}]}, []),
+        (
+            "volcano",
+            {"volcano_queues": [{"name": "ml", "wieght": 2}]},
+            [("variable-field-unknown", "volcano_queues[0].wieght", "did you mean weight?")],
+        ),
+        (
+            "volcano",
+            {"volcano_queues": [{"name": "ml", "weight": "heavy"}]},
+            [("variable-type", "volcano_queues[0].weight", "an int")],
+        ),
+        ("volcano", {"volcano_queues": [{"name": "ml", "parent": None}]}, []),  # unset field: the default applies
+        (
+            "kai_scheduler",
+            {"kai_scheduler_queues": [{"name": "ml", "resorces": {"gpu": {"quota": 4}}}]},
+            [("variable-field-unknown", "kai_scheduler_queues[0].resorces", "did you mean resources?")],
+        ),
+        (
+            "host_prep",
+            {"host_prep_sriov_vfs": [{"pf": "ens1f0np0", "numvfs": 8}]},
+            [
+                ("variable-field-unknown", "host_prep_sriov_vfs[0].numvfs", "did you mean num_vfs?"),
+                ("variable-field-missing", "host_prep_sriov_vfs[0].num_vfs", "required"),
+            ],
+        ),
+        (
+            "gpu_operator",
+            {"gpu_operator_driver_upgrade_policy": {"autoUpgrade": True, "maxParallelUpgrades": -1}},
+            [("variable-range", "gpu_operator_driver_upgrade_policy.maxParallelUpgrades", "0 or more")],
+        ),
+        (
+            "gpu_operator",
+            {"gpu_operator_driver_upgrade_policy": {"drain": {"enable": True, "timeoutSecond": 60}}},
+            [("variable-field-unknown", "gpu_operator_driver_upgrade_policy.drain.timeoutSecond", "timeoutSeconds")],
+        ),
+        (
+            "gpu_operator",
+            {"gpu_operator_wait_timeout": -5},
+            [("variable-range", "gpu_operator_wait_timeout", "1 or more")],
+        ),
+        (
+            "gpu_operator",
+            {"gpu_operator_wait_timeout": 0},
+            [("variable-range", "gpu_operator_wait_timeout", "1 or more")],
+        ),
+        ("gpu_operator", {"gpu_operator_wait_timeout": "600"}, []),
+        ("gpuops", {"gpuops_upgrade_timeout": -1}, [("variable-range", "gpuops_upgrade_timeout", "1 or more")]),
+        ("monitoring", {"monitoring_network_port": 70000}, [("variable-range", "monitoring_network_port", "65535")]),
+        ("monitoring", {"monitoring_network_port": 9100}, []),
+    ],
+)
+def test_structured_variables_field_by_field(role, variables, expect):
+    found = _inputs.argument_types(_role_options(role), variables)
+    assert [(f["id"], f["object"]["name"]) for f in found] == [(i, n) for i, n, _ in expect], found
+    for f, (_, _, words) in zip(found, expect, strict=True):
+        assert words in _inputs.message(f)
+        assert f["severity"] == "error"
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("15s", True),
+        ("1m30s", True),
+        ("1h", True),
+        ("500ms", True),
+        ("", True),
+        ("0s", False),
+        ("five seconds", False),
+        ("15", False),
+        ("s", False),
+        ("15s\n", False),
+        ("30s1m", False),
+        (15, False),
+    ],
+)
+def test_duration(value, ok):
+    assert (_inputs.duration("monitoring_scrape_interval", value) == []) is ok
+
+
+def test_url_fix_says_what_the_url_is_for():
+    (f,) = _inputs.url(
+        "monitoring_prometheus_url", "prometheus:9090", what="the URL of the Prometheus", example="http://p:9090"
+    )
+    assert "repository" not in f["fix"]
+    assert f["fix"] == "set monitoring_prometheus_url to the URL of the Prometheus, for example http://p:9090."
