@@ -49,3 +49,8 @@ class Helm:
     def values(self, name: str) -> dict[str, Any]:
         """The user-supplied values of the deployed revision (``helm get values``)."""
         return json.loads(self.run("get", "values", name, "-o", "json").out or "null") or {}
+
+    def history(self, name: str) -> list[dict[str, Any]]:
+        """The release's revisions (``helm history -o json``): revision, status, chart, updated, description."""
+        rows = json.loads(self.run("history", name, "-o", "json").out or "[]") or []
+        return [r for r in rows if isinstance(r, dict)]

@@ -12,6 +12,7 @@ the decision on the run's Lease (who holds it, until when, may this run take it)
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -208,6 +209,63 @@ def lease_decision(spec: Mapping[str, Any] | None, me: str, now: datetime) -> st
     if not holder or expiry is None or expiry <= now:
         return "take"
     return "wait"
+
+
+def lease_found(decision: str, spec: Mapping[str, Any] | None) -> str:
+    """How the run found the Lease it takes: ``absent``, ``released`` (no holder), ``expired`` (a run that stopped
+    renewing it: dead) or ``ours`` (this run holds it already). Only after ``absent``, ``released`` or ``expired``
+    does no live run of this collection work on the release."""
+    if decision == "create":
+        return "absent"
+    if decision == "renew":
+        return "ours"
+    return "expired" if (spec or {}).get("holderIdentity") else "released"
+
+
+HOLDER_PREFIX = "gpuops.platform "
+_HOLDER = re.compile(r"gpuops\.platform (?P<who>\S+) pid (?P<pid>[0-9]+) started (?P<started>\S+)\Z")
+
+
+def run_holder(user: str, host: str, pid: int, started: datetime) -> str:
+    """The identity of a run in its Leases: this collection's prefix, user@host, the controller's pid and its start
+    time (UTC), so a Lease can be traced to a process and a dead run's Lease is recognisable."""
+    stamp = started.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017 - modules run on Python < 3.11 too
+    return f"{HOLDER_PREFIX}{user or 'unknown'}@{host or 'unknown'} pid {int(pid)} started {stamp}"
+
+
+def parse_holder(holder: Any) -> dict[str, Any] | None:
+    """``{who, pid, started}`` of a holder this collection wrote (``run_holder``); None for anything else."""
+    m = _HOLDER.match(str(holder or ""))
+    return {"who": m["who"], "pid": int(m["pid"]), "started": m["started"]} if m else None
+
+
+# ------------------------------------------------------------------------------------------------ a killed run
+
+PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
+
+
+def last_deployed_revision(history: Sequence[Mapping[str, Any]]) -> int | None:
+    """The revision to roll back to from ``helm history -o json``: the newest ``deployed`` one, else the newest that
+    was deployed once (``superseded``); None when no revision was ever deployed."""
+    for wanted in ("deployed", "superseded"):
+        revs = [int(h["revision"]) for h in history if str(h.get("status")) == wanted and h.get("revision") is not None]
+        if revs:
+            return max(revs)
+    return None
+
+
+def pending_recovery(status: Any, history: Sequence[Mapping[str, Any]], found: str | None) -> tuple[str, int | None]:
+    """What to do with the installed release before applying: ``("apply", None)`` when it is not pending;
+    ``("rollback", rev)`` or ``("uninstall", None)`` (it never deployed) when it is pending and this run took the
+    release's Lease from nobody or from a dead run (``found`` absent, released or expired): the operation that left it
+    pending is that dead run's, and Helm refuses any other until it is undone; ``("refuse", None)`` when it is pending
+    and no such Lease shows its operation is over (``found`` ours, or no Lease given)."""
+    if str(status) not in PENDING:
+        return ("apply", None)
+    if found not in ("absent", "released", "expired"):
+        return ("refuse", None)
+    revision = last_deployed_revision(history)
+    return ("rollback", revision) if revision is not None else ("uninstall", None)
 
 
 def lease_holder_message(name: str, namespace: str, spec: Mapping[str, Any], now: datetime) -> str:

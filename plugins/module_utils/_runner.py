@@ -59,6 +59,7 @@ class Runner:
         self.history = []
         self.skipped = []
         self._reads = None
+        self.on_popen = None  # called with each command's Popen as it starts (the Lease keeper stops a dead run's helm)
 
     def remember_reads(self):
         """Answer repeated reads from the first run, for the rest of this module run. Only for a module that
@@ -79,7 +80,9 @@ class Runner:
         return self._module.get_bin_path(tool, required=False, opt_dirs=SBIN_DIRS)
 
     def _exec(self, argv, env):
-        return self._module.run_command(argv, environ_update=env, check_rc=False)
+        return self._module.run_command(
+            argv, environ_update=env, check_rc=False, before_communicate_callback=self.on_popen
+        )
 
     def which(self, tool):
         """Absolute path of ``tool`` or None."""

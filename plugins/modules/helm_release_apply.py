@@ -22,6 +22,16 @@ description:
     C(helm uninstall --wait).
   - A failed C(helm upgrade) leaves a failed revision; the module then reports C(changed=true) and the next run
     upgrades again (a release whose last revision is not deployed is always upgraded).
+  - With O(lock) (the run's Lease, taken by M(gpuops.platform.helm_release_lock)), the Lease is checked to be still
+    this run's before any change and renewed every quarter of its duration while helm runs. When the run that took
+    it has ended (its controller process, when this module runs on the controller, is gone: a C(kill -9) leaves the
+    module and helm running as orphans), helm is stopped with SIGTERM (Helm marks the release failed), the Lease is
+    given back and the module fails; the next run finishes the job.
+  - A release left C(pending-install), C(pending-upgrade) or C(pending-rollback) by a run that died (Helm refuses
+    any other operation on it) is, when O(lock.found) shows that no live run holds the release, rolled back to its
+    last deployed revision (C(helm rollback --wait)) or uninstalled when no revision was ever deployed, and then
+    installed or upgraded; the module reports C(changed) and a warning saying what it recovered. Without such a
+    Lease, a pending release fails naming its revision and the command that undoes it.
 author:
   - gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
@@ -68,6 +78,34 @@ options:
   binary_path:
     description: The helm binary; by default C(helm) on the PATH.
     type: path
+  lock:
+    description:
+      - The run's Lease on this release, as M(gpuops.platform.helm_release_lock) took it (the role passes it).
+    type: dict
+    suboptions:
+      holder:
+        description: The run's identity in the Lease (O(gpuops.platform.helm_release_lock#module:holder)).
+        type: str
+        required: true
+      namespace:
+        description: Namespace of the Lease.
+        type: str
+        default: kube-system
+      duration:
+        description: Seconds the Lease lasts after each renewal (it is renewed every quarter of it while helm runs).
+        type: int
+        default: 60
+      found:
+        description:
+          - How the Lease was found when this run took it (RV(gpuops.platform.helm_release_lock#module:found)).
+            V(absent), V(released) or V(expired) - no live run worked on the release - let a pending release be
+            recovered.
+        type: str
+        choices: [absent, released, expired, ours]
+        default: ours
+      previous_holder:
+        description: The holder found before (named in the warning when a pending release is recovered).
+        type: str
 requirements:
   - helm 3.13 or later (C(helm get metadata)); tested with helm 4.3.1
 """
@@ -99,6 +137,10 @@ status:
   description: The release status after the run (C(deployed), C(failed), ...); null when not installed.
   returned: always
   type: str
+recovered:
+  description: What was done to a release a dead run left pending (V(rollback) or V(uninstall)); null otherwise.
+  returned: always
+  type: str
 command:
   description: The helm command that changed the release (argv), when one ran.
   returned: when changed and not in check mode
@@ -110,11 +152,12 @@ diff:
   type: dict
 """
 
-import json  # noqa: E402 - after the documentation, as ansible-test expects
+import contextlib  # noqa: E402 - after the documentation, as ansible-test expects
+import json  # noqa: E402
 import os  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s, _lease  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import CommandFailed, GpuOpsError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._helm_cli import Helm  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
@@ -128,6 +171,16 @@ ARGUMENT_SPEC = {
     "kubeconfig": {"type": "path"},
     "context": {"type": "str"},
     "binary_path": {"type": "path"},
+    "lock": {
+        "type": "dict",
+        "options": {
+            "holder": {"type": "str", "required": True},
+            "namespace": {"type": "str", "default": "kube-system"},
+            "duration": {"type": "int", "default": 60},
+            "found": {"type": "str", "choices": ["absent", "released", "expired", "ours"], "default": "ours"},
+            "previous_holder": {"type": "str"},
+        },
+    },
 }
 
 
@@ -155,8 +208,11 @@ def present(ctx, helm, p):
         raise GpuOpsError("chart_path is required with state=present (the unpacked chart directory)")
     chart, version = _chart_meta(p["chart_path"])
     installed = helm.metadata(p["name"])
+    recovery = _recovery(helm, p, installed)
     reasons = _helm_release.plan(installed, helm.values(p["name"]) if installed else None, chart, version, p["values"])
-    result = {"changed": bool(reasons), "reasons": reasons}
+    if recovery[0] != "apply":
+        reasons = [_recovery_reason(p, installed, recovery), *reasons]
+    result = {"changed": bool(reasons), "reasons": reasons, "recovered": None}
     result["revision"] = installed.get("revision") if installed else None
     result["status"] = installed.get("status") if installed else None
     if not reasons:
@@ -176,13 +232,144 @@ def present(ctx, helm, p):
         }
     if ctx.check_mode:
         return result
-    argv = ["upgrade", "--install", p["name"], p["chart_path"], "--values", values_file, "--skip-crds"]
-    argv += ["--wait", "--timeout", f"{p['wait_timeout']}s"]
-    ctx.did(f"helm upgrade --install {p['name']} ({'; '.join(reasons)})")
-    r = helm.run(*argv, mutating=True)
+    with _kept(ctx, p):
+        if recovery[0] != "apply":
+            _recover(ctx, helm, p, installed, recovery)
+            result["recovered"] = recovery[0]
+            installed = helm.metadata(p["name"])
+            have = helm.values(p["name"]) if installed else None
+            reasons = _helm_release.plan(installed, have, chart, version, p["values"])
+            if not reasons:
+                result.update(revision=installed.get("revision"), status=installed.get("status"))
+                return result
+        argv = ["upgrade", "--install", p["name"], p["chart_path"], "--values", values_file, "--skip-crds"]
+        argv += ["--wait", "--timeout", f"{p['wait_timeout']}s"]
+        ctx.did(f"helm upgrade --install {p['name']} ({'; '.join(reasons)})")
+        r = helm.run(*argv, mutating=True)
     after = helm.metadata(p["name"]) or {}
     result.update(command=r.argv, revision=after.get("revision"), status=after.get("status"))
     return result
+
+
+def _recovery(helm, p, installed):
+    """("apply", None) unless the release is pending (see _helm_release.pending_recovery); a pending release that no
+    Lease shows to be a dead run's fails here, naming it, before anything is changed."""
+    status = (installed or {}).get("status")
+    if status not in _helm_release.PENDING:
+        return ("apply", None)
+    history = helm.history(p["name"])
+    found = p["lock"]["found"] if p["lock"] else None
+    recovery = _helm_release.pending_recovery(status, history, found)
+    if recovery[0] == "refuse":
+        rev = _helm_release.last_deployed_revision(history)
+        undo = (
+            f"helm rollback -n {p['namespace']} {p['name']} {rev}"
+            if rev
+            else f"helm uninstall -n {p['namespace']} {p['name']}"
+        )
+        raise GpuOpsError(
+            f"release {p['namespace']}/{p['name']} is {status} (revision {installed.get('revision')}): "
+            "a Helm operation is in progress (or a process that is not a run of this collection stopped during one) "
+            "and no expired Lease of this collection shows it is over. Fix: if no helm command is running on it, "
+            f"undo it ({undo}) and rerun.",
+            status=status,
+        )
+    return recovery
+
+
+def _recovery_reason(p, installed, recovery):
+    lock = p["lock"]
+    whose = (
+        f"{lock['previous_holder']}; its Lease {lock['found']}"
+        if lock["previous_holder"]
+        else f"no Lease ({lock['found']})"
+    )
+    what = (
+        f"roll back to revision {recovery[1]}"
+        if recovery[0] == "rollback"
+        else "uninstall it (no revision was ever deployed)"
+    )
+    return (
+        f"revision {installed.get('revision')} is {installed.get('status')}, left by a run that ended ({whose}): {what}"
+    )
+
+
+def _recover(ctx, helm, p, installed, recovery):
+    timeout = ["--wait", "--timeout", f"{p['wait_timeout']}s"]
+    where = (
+        f"release {p['namespace']}/{p['name']} was {installed.get('status')} at revision {installed.get('revision')}"
+    )
+    lock = p["lock"]
+    whose = (
+        f"left by {lock['previous_holder']}, whose Lease {lock['found']}"
+        if lock["previous_holder"]
+        else "no Lease held it"
+    )
+    if recovery[0] == "rollback":
+        ctx.did(
+            f"helm rollback {p['name']} {recovery[1]} "
+            f"(from {installed.get('status')} revision {installed.get('revision')})"
+        )
+        helm.run("rollback", p["name"], str(recovery[1]), *timeout, mutating=True)
+        done = f"rolled back to revision {recovery[1]}"
+    else:
+        ctx.did(f"helm uninstall {p['name']} (a {installed.get('status')} release that never deployed)")
+        helm.run("uninstall", p["name"], *timeout, mutating=True)
+        done = "no revision was ever deployed: uninstalled it"
+    ctx.warn(f"{where} ({whose}; a run that was killed or interrupted): {done}, then applied the release.")
+
+
+@contextlib.contextmanager
+def _kept(ctx, p):
+    """While the block runs helm: the run's Lease checked (still ours) and renewed, the run's process watched."""
+    lock = p["lock"]
+    if not lock:
+        yield None
+        return
+    _k8s.require_client(ctx.module)
+    name = _helm_release.lease_name(p["name"], p["namespace"])
+    leases = _lease.Leases(_k8s.new_api_client(p), lock["namespace"])
+    where = f"{lock['namespace']}/{name}"
+    try:
+        ours = leases.renew(name, lock["holder"], lock["duration"])
+    except _k8s.ApiException as exc:
+        raise GpuOpsError(f"cannot renew Lease {where}: HTTP {exc.status} {exc.reason}", lease=where) from exc
+    if not ours:
+        raise GpuOpsError(
+            f"this run ({lock['holder']}) no longer holds the Lease {where}: it expired (a step took longer than "
+            f"{lock['duration']}s without renewal) and another run may have taken it. Nothing was changed by this "
+            "task. Fix: rerun.",
+            lease=where,
+        )
+    keeper = _lease.Keeper(
+        lambda: leases.renew(name, lock["holder"], lock["duration"]),
+        lock["duration"] / 4,
+        _lease.run_alive_check(lock["holder"]),
+    )
+    ctx.runner.on_popen = keeper.track
+    try:
+        with keeper:
+            try:
+                yield keeper
+            except CommandFailed:
+                if not keeper.run_died:
+                    raise
+    finally:
+        ctx.runner.on_popen = None
+    if keeper.errors:
+        ctx.warn(f"renewing Lease {where} failed {len(keeper.errors)} time(s): {keeper.errors[-1]}")
+    if keeper.lost:
+        ctx.warn(
+            f"Lease {where} was taken by another run while helm ran (renewal stopped for over {lock['duration']}s)"
+        )
+    if keeper.run_died:
+        gave_back = leases.give_back(name, lock["holder"])
+        raise GpuOpsError(
+            f"the run that took the release's Lease ({lock['holder']}) has ended while helm ran: helm was stopped "
+            f"(SIGTERM; Helm marks the revision failed){' and the Lease given back' if gave_back else ''}, so the "
+            "next run does not wait for an orphan. Fix: rerun; it finishes the job.",
+            lease=where,
+        )
 
 
 def absent(ctx, helm, p):
@@ -197,7 +384,8 @@ def absent(ctx, helm, p):
         result.update(revision=installed.get("revision"), status=installed.get("status"))
         return result
     ctx.did(f"helm uninstall {p['name']}")
-    r = helm.run("uninstall", p["name"], "--wait", "--timeout", f"{p['wait_timeout']}s", mutating=True)
+    with _kept(ctx, p):
+        r = helm.run("uninstall", p["name"], "--wait", "--timeout", f"{p['wait_timeout']}s", mutating=True)
     result["command"] = r.argv
     return result
 

@@ -16,6 +16,13 @@ description:
     seconds; then the module fails naming the holder, since when and when the Lease expires (instead of
     Helm's "another operation is in progress"). A released or expired Lease is taken over. Taking and
     renewing use the Lease's resourceVersion, so two runs cannot both take it.
+  - The Lease is short (O(duration), 60 seconds by default) and is renewed while the run lives: by
+    M(gpuops.platform.helm_release_apply) while Helm runs. A run that dies (SIGKILL, SIGINT, a lost controller)
+    stops renewing, so its Lease expires within O(duration) seconds and the next run takes it over.
+  - RV(found) says how the Lease was found. After V(absent), V(released) or V(expired) no live run works on the
+    release, so M(gpuops.platform.helm_release_apply) may undo a pending Helm operation that a dead run left.
+  - Once the Lease is taken, the directories named O(temp_prefix)* in the temporary directory (the chart copies of
+    this release's earlier runs that died before their cleanup) are removed.
   - With O(state=released), the Lease is deleted when this run holds it.
 author:
   - gpuops.platform contributors (@gpuops)
@@ -39,7 +46,10 @@ options:
     type: str
     required: true
   holder:
-    description: Identity of this run (for example C(user@host pid 123 run <uuid>)), the same for every task of it.
+    description:
+      - Identity of this run, the same for every task of it. The role uses
+        C(gpuops.platform <user>@<host> pid <controller pid> started <UTC time>) (the
+        M(gpuops.platform.run_holder) lookup), which names the process, so a dead run's Lease can be traced.
     type: str
     required: true
   state:
@@ -53,13 +63,20 @@ options:
     type: str
     default: kube-system
   duration:
-    description: Seconds the Lease is valid for after it is taken; a run that dies leaves it until then.
+    description:
+      - Seconds the Lease is valid for after it is taken or renewed; a run that dies leaves it until then.
     type: int
-    default: 900
+    default: 60
   wait:
     description: Seconds to wait for another run's Lease to be released or to expire (0 fails at once).
     type: int
     default: 0
+  temp_prefix:
+    description:
+      - With O(state=acquired), once the Lease is taken (not in check mode), remove the directories whose name starts
+        with this prefix in the system temporary directory (C(TMPDIR)): what runs of this release that died left.
+        The prefix must name the release (the role uses C(gpuops-chart-<namespace>.<release>_)).
+    type: str
 requirements:
   - kubernetes (Python client)
 """
@@ -83,12 +100,32 @@ holder:
   description: Holder of the Lease after the run (before it in check mode); null when nobody holds it.
   returned: always
   type: str
+found:
+  description:
+    - How the Lease was found when it was taken (O(state=acquired)) - V(absent), V(released), V(expired) (held by a
+      run that stopped renewing it) or V(ours) (this run held it already).
+  returned: when state=acquired and the Lease was taken
+  type: str
+  sample: expired
+previous_holder:
+  description: The holder found in the Lease before this run took it (a dead run's, when RV(found=expired)).
+  returned: when state=acquired and the Lease was taken
+  type: str
+  sample: gpuops.platform alice@bastion pid 4242 started 2026-11-27T10:00:00Z
+removed:
+  description: The directories O(temp_prefix) removed (would remove, in check mode).
+  returned: when state=acquired and the Lease was taken
+  type: list
+  elements: str
 """
 
-import time  # noqa: E402 - after the documentation, as ansible-test expects
-from datetime import datetime, timezone  # noqa: E402
+import glob  # noqa: E402 - after the documentation, as ansible-test expects
+import os  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s, _lease  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
@@ -99,58 +136,27 @@ ARGUMENT_SPEC = {
     "holder": {"type": "str", "required": True},
     "state": {"type": "str", "choices": ["acquired", "released"], "default": "acquired"},
     "lease_namespace": {"type": "str", "default": "kube-system"},
-    "duration": {"type": "int", "default": 900},
+    "duration": {"type": "int", "default": 60},
     "wait": {"type": "int", "default": 0},
+    "temp_prefix": {"type": "str"},
 }
 POLL = 2.0
+_now = _lease.now
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)  # noqa: UP017 - modules run on Python < 3.11 too
-
-
-def _stamp(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class Leases:
-    def __init__(self, api_client, namespace):
-        from kubernetes import client
-
-        self.api = client.CoordinationV1Api(api_client)
-        self.ns = namespace
-
-    def read(self, name):
-        try:
-            obj = self.api.read_namespaced_lease(name, self.ns)
-        except _k8s.ApiException as exc:
-            if exc.status == 404:
-                return None, None
-            raise
-        return obj, self.api.api_client.sanitize_for_serialization(obj.spec) or {}
-
-    def write(self, name, holder, duration, current):
-        now = _stamp(_now())
-        spec = {"holderIdentity": holder, "leaseDurationSeconds": duration, "acquireTime": now, "renewTime": now}
-        if current is None:
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": spec}
-            self.api.create_namespaced_lease(self.ns, body)
-        else:
-            body = {"metadata": {"name": name, "resourceVersion": current.metadata.resource_version}, "spec": spec}
-            self.api.replace_namespaced_lease(name, self.ns, body)
-
-    def delete(self, name, current):
-        from kubernetes import client
-
-        pre = client.V1Preconditions(resource_version=current.metadata.resource_version)
-        self.api.delete_namespaced_lease(name, self.ns, body=client.V1DeleteOptions(preconditions=pre))
+def _left_copies(prefix):
+    """Directories named <prefix>* in the temporary directory (the prefix names one release)."""
+    if not prefix or os.sep in prefix:
+        return []
+    pattern = os.path.join(tempfile.gettempdir(), glob.escape(prefix) + "*")
+    return sorted(p for p in glob.glob(pattern) if os.path.isdir(p) and not os.path.islink(p))
 
 
 def lock(ctx):
     _k8s.require_client(ctx.module)
     p = ctx.params
     name = _helm_release.lease_name(p["release"], p["namespace"])
-    leases = Leases(_k8s.new_api_client(p), p["lease_namespace"])
+    leases = _lease.Leases(_k8s.new_api_client(p), p["lease_namespace"])
     result = {"changed": False, "lease": f"{p['lease_namespace']}/{name}"}
     deadline = time.monotonic() + max(p["wait"], 0)
     try:
@@ -182,6 +188,9 @@ def lock(ctx):
                 time.sleep(POLL)
                 continue
             result["changed"] = decision != "renew"
+            result["found"] = _helm_release.lease_found(decision, spec)
+            result["previous_holder"] = holder or None
+            result["removed"] = _left_copies(p["temp_prefix"])
             if ctx.diff_mode:
                 result["diff"] = {"before": {"holder": holder}, "after": {"holder": p["holder"]}}
             if not ctx.check_mode:
@@ -192,6 +201,8 @@ def lock(ctx):
                         continue
                     raise
                 result["holder"] = p["holder"]
+                for path in result["removed"]:  # the Lease is ours: no live run of this release uses them
+                    shutil.rmtree(path, ignore_errors=True)
             return result
     except _k8s.ApiException as exc:
         raise GpuOpsError(

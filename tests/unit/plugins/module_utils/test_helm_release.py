@@ -98,6 +98,60 @@ def test_lease_holder_message_and_name():
     msg = hr.lease_holder_message("n", "kube-system", {**_lease("alice@host run 1", 20), "acquireTime": "T"}, NOW)
     assert msg == "Lease kube-system/n is held by alice@host run 1 since T (expires in 40s unless renewed)"
     assert hr.lease_name("amd-gpu-operator", "kube-amd-gpu") == "gpuops-helm-kube-amd-gpu.amd-gpu-operator"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (None, "absent"),
+        (_lease("me", 10), "ours"),
+        (_lease("other", 61), "expired"),  # a run that stopped renewing it
+        (_lease("", 10), "released"),
+    ],
+)
+def test_lease_found(spec, expected):
+    assert hr.lease_found(hr.lease_decision(spec, "me", NOW), spec) == expected
+
+
+def test_run_holder_names_the_run_and_is_recognised():
+    holder = hr.run_holder("alice", "bastion", 4242, datetime(2026, 1, 1, 13, 0, tzinfo=timezone(timedelta(hours=1))))
+    assert holder == "gpuops.platform alice@bastion pid 4242 started 2026-01-01T12:00:00Z"
+    assert hr.parse_holder(holder) == {"who": "alice@bastion", "pid": 4242, "started": "2026-01-01T12:00:00Z"}
+    for other in ("alice@bastion run 1a2b3c4d", holder + "\n", None, "gpuops.platform a@b pid x started t"):
+        assert hr.parse_holder(other) is None
+
+
+def _hist(*statuses):
+    return [{"revision": i, "status": s} for i, s in enumerate(statuses, 1)]
+
+
+@pytest.mark.parametrize(
+    ("status", "history", "found", "expected"),
+    [
+        ("deployed", _hist("deployed"), "expired", ("apply", None)),
+        ("failed", _hist("deployed", "failed"), "absent", ("apply", None)),  # helm upgrades a failed release itself
+        ("pending-upgrade", _hist("deployed", "pending-upgrade"), "expired", ("rollback", 1)),
+        ("pending-upgrade", _hist("superseded", "deployed", "failed", "pending-upgrade"), "absent", ("rollback", 2)),
+        ("pending-rollback", _hist("superseded", "failed", "pending-rollback"), "released", ("rollback", 1)),
+        ("pending-install", _hist("pending-install"), "expired", ("uninstall", None)),
+        ("pending-upgrade", _hist("failed", "pending-upgrade"), "expired", ("uninstall", None)),  # never deployed
+        ("pending-upgrade", _hist("deployed", "pending-upgrade"), "ours", ("refuse", None)),  # not known to be over
+        ("pending-install", _hist("pending-install"), None, ("refuse", None)),  # no Lease given
+    ],
+    ids=[
+        "deployed",
+        "failed",
+        "upgrade-killed",
+        "last-deployed-not-last",
+        "rollback-killed",
+        "install-killed",
+        "never-deployed",
+        "held-by-this-run",
+        "no-lock",
+    ],
+)
+def test_pending_recovery(status, history, found, expected):
+    assert hr.pending_recovery(status, history, found) == expected
     assert hr.parse_time("2026-01-01T12:00:00.000000Z") == NOW and hr.parse_time("garbage") is None
 
 

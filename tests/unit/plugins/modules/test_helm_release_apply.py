@@ -1,6 +1,7 @@
 """helm_release_apply through main(): the plan decides (no helm-diff), check mode runs no mutating helm command
 and shows the manifest diff, an unchanged release is not upgraded, a failed upgrade reports changed and the
-next run upgrades again."""
+next run upgrades again, a release a dead run left pending is rolled back (or uninstalled) and then applied with a
+warning, and the run's Lease is renewed while helm runs and given back when the run that took it has died."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def args(chart, **kw):
 
 
 def upgrades(commands):
-    return [c for c in commands.calls if c.startswith(("helm upgrade", "helm uninstall"))]
+    return [c for c in commands.calls if c.startswith(("helm upgrade", "helm uninstall", "helm rollback"))]
 
 
 def test_unchanged_release_is_not_upgraded(run_module, commands, helm, chart):
@@ -100,3 +101,148 @@ def test_a_helm_error_other_than_not_found_names_the_release(run_module, command
     commands.on(r"^helm get metadata", (1, "", "Error: Kubernetes cluster unreachable"))
     result, failed = run_module(helm_release_apply, args(chart))
     assert failed and result["msg"].startswith("cannot read release ns/r: Error: Kubernetes cluster unreachable")
+
+
+# ------------------------------------------------------------------------------------------------ a killed run
+
+HOLDER = "gpuops.platform alice@bastion pid 4242 started 2026-11-27T10:00:00Z"
+DEAD = "gpuops.platform bob@bastion pid 77 started 2026-11-27T09:00:00Z"
+
+
+class FakeLeases:
+    """One Lease, held by HOLDER unless a test says otherwise."""
+
+    def __init__(self):
+        self.holder = HOLDER
+        self.renewals = []
+        self.given_back = 0
+
+    def __call__(self, api_client, namespace):
+        assert namespace == "kube-system"
+        return self
+
+    def renew(self, name, holder, duration):
+        assert name == "gpuops-helm-ns.r"
+        self.renewals.append((holder, duration))
+        return holder == self.holder
+
+    def give_back(self, name, holder):
+        self.given_back += 1
+        return True
+
+
+@pytest.fixture
+def leases(monkeypatch):
+    from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _lease
+
+    fake = FakeLeases()
+    monkeypatch.setattr(_lease, "Leases", fake)
+    monkeypatch.setattr(_k8s, "new_api_client", lambda params: object())
+    monkeypatch.setattr(_lease, "run_alive_check", lambda holder: None)
+    return fake
+
+
+def lock(found, previous=DEAD):
+    return {"holder": HOLDER, "found": found, "previous_holder": previous}
+
+
+def history(helm, commands, *statuses):
+    rows = [{"revision": i, "status": st, "chart": "c-1.0.0"} for i, st in enumerate(statuses, 1)]
+    commands.on(r"^helm history r -o json", (0, json.dumps(rows), ""))
+    helm["meta"].update(revision=len(rows), status=statuses[-1])
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_a_release_a_dead_run_left_pending_upgrade_is_rolled_back_then_upgraded(
+    run_module, commands, helm, chart, leases, check_mode
+):
+    history(helm, commands, "superseded", "deployed", "pending-upgrade")
+
+    def rollback(argv):
+        helm["meta"].update(revision=4, status="deployed")
+        return (0, "Rollback was a success!", "")
+
+    commands.on(r"^helm rollback", rollback)
+    result, failed = run_module(
+        helm_release_apply, args(chart, values={"replicas": 2}, lock=lock("expired")), check_mode
+    )
+    assert not failed and result["changed"] is True, result
+    assert result["reasons"][0] == (
+        f"revision 3 is pending-upgrade, left by a run that ended ({DEAD}; its Lease expired): roll back to revision 2"
+    )
+    if check_mode:
+        assert upgrades(commands) == [] and leases.renewals == []
+        return
+    rb, up = upgrades(commands)
+    assert rb == "helm rollback r 2 --wait --timeout 600s --namespace ns --kubeconfig /k"
+    assert up.startswith("helm upgrade --install r ")
+    warning = str(result["warnings"])
+    assert "release ns/r was pending-upgrade at revision 3" in warning and DEAD in warning
+    assert "rolled back to revision 2" in warning
+    assert leases.renewals[0] == (HOLDER, 60)  # still ours before anything is changed
+
+
+def test_a_release_whose_install_was_killed_is_uninstalled_then_installed(run_module, commands, helm, chart, leases):
+    history(helm, commands, "pending-install")
+
+    def uninstall(argv):
+        helm["meta"] = None
+        return (0, "release uninstalled", "")
+
+    commands.on(r"^helm uninstall", uninstall)
+    result, failed = run_module(helm_release_apply, args(chart, values={"replicas": 2}, lock=lock("absent", None)))
+    assert not failed and result["changed"] is True, result
+    un, up = upgrades(commands)
+    assert un == "helm uninstall r --wait --timeout 600s --namespace ns --kubeconfig /k"
+    assert up.startswith("helm upgrade --install r ")
+    assert "no revision was ever deployed: uninstalled it" in str(result["warnings"])
+    assert "no Lease held it" in str(result["warnings"])
+
+
+@pytest.mark.parametrize("lock_arg", [None, lock("ours", HOLDER)], ids=["no-lock", "lease-held-by-this-run"])
+def test_a_pending_release_no_lease_shows_over_is_refused_naming_it(
+    run_module, commands, helm, chart, leases, lock_arg
+):
+    history(helm, commands, "deployed", "pending-upgrade")
+    extra = {"lock": lock_arg} if lock_arg else {}
+    result, failed = run_module(helm_release_apply, args(chart, values={"replicas": 2}, **extra))
+    assert failed and upgrades(commands) == [] and result["changed"] is False
+    assert result["msg"].startswith("release ns/r is pending-upgrade (revision 2)"), result["msg"]
+    assert "helm rollback -n ns r 1" in result["msg"]
+
+
+def test_a_run_that_lost_its_lease_changes_nothing(run_module, commands, helm, chart, leases):
+    leases.holder = "gpuops.platform carol@ci pid 9 started 2026-11-27T11:00:00Z"
+    result, failed = run_module(helm_release_apply, args(chart, values={"replicas": 2}, lock=lock("absent", None)))
+    assert failed and upgrades(commands) == [] and result["changed"] is False
+    assert "no longer holds the Lease kube-system/gpuops-helm-ns.r" in result["msg"]
+
+
+def test_the_lease_is_renewed_while_helm_runs(run_module, commands, helm, chart, leases, monkeypatch):
+    import time
+
+    from ansible_collections.gpuops.platform.plugins.module_utils import _lease
+
+    monkeypatch.setattr(_lease, "KEEPER_POLL", 0.01)
+    commands.on(r"^helm upgrade", lambda argv: (time.sleep(0.7), (0, "", ""))[1])
+    result, failed = run_module(
+        helm_release_apply, args(chart, values={"replicas": 2}, lock={**lock("absent"), "duration": 1})
+    )
+    assert not failed and result["changed"], result
+    assert len(leases.renewals) >= 3, leases.renewals  # one before the change, then every quarter of the duration
+
+
+def test_when_the_run_died_helm_is_stopped_and_the_lease_given_back(
+    run_module, commands, helm, chart, leases, monkeypatch
+):
+    import time
+
+    from ansible_collections.gpuops.platform.plugins.module_utils import _lease
+
+    monkeypatch.setattr(_lease, "KEEPER_POLL", 0.01)
+    monkeypatch.setattr(_lease, "run_alive_check", lambda holder: lambda: False)
+    commands.on(r"^helm upgrade", lambda argv: (time.sleep(0.3), (1, "", "Error: context canceled"))[1])
+    result, failed = run_module(helm_release_apply, args(chart, values={"replicas": 2}, lock=lock("absent")))
+    assert failed and result["changed"] is True
+    assert f"the run that took the release's Lease ({HOLDER}) has ended" in result["msg"], result["msg"]
+    assert leases.given_back == 1
