@@ -340,6 +340,75 @@ def _kubeconfig_problems(doc: Any) -> list[str]:
     return out
 
 
+def readable_file(var: str, value: Any, allow_empty: bool = True, what: str = "a file", **_: Any) -> list[Finding]:
+    """A path on the host running the roles that must name a readable file (a CA bundle): a missing one fails only
+    at the first download, after earlier layers changed the cluster."""
+    if allow_empty and value in ("", None):
+        return []
+    fix = f"set {var} to the path of {what} on the host that runs the roles"
+    if not isinstance(value, str):
+        return [
+            variable_finding("file-invalid", var, value, f"The value is {a(kind_of(value))}, not a path.", fix + ".")
+        ]
+    path = os.path.expanduser(value)
+    if not os.path.isfile(path):
+        why = "is a directory" if os.path.isdir(path) else "does not exist"
+        return [
+            variable_finding("file-missing", var, value, f"The path {why} on the host that runs the roles.", fix + ".")
+        ]
+    if not os.access(path, os.R_OK):
+        return [variable_finding("file-unreadable", var, value, "The file cannot be read by this user.", fix + ".")]
+    return []
+
+
+def nfd_sources(
+    var: str,
+    value: Any,
+    gpu_operator: Any = None,
+    gpu_operator_nfd: Any = None,
+    amd_gpu_operator: Any = None,
+    amd_gpu_operator_nfd: Any = None,
+    network_operator: Any = None,
+    network_operator_nfd_managed: Any = None,
+    **_: Any,
+) -> list[Finding]:
+    """Never two Node Feature Discoveries: the nfd role (``gpuops_nfd_managed``, ``value``) and the NFD each operator
+    chart bundles (on by default only when the nfd role is off). Two NFD workers label the same nodes and fight over
+    the NodeFeature objects; refused before any change (the nfd role's preflight sees only what is already running).
+    Unset operator options take their role's default (bundled NFD on when the nfd role is off)."""
+    nfd_role = bool(value)
+    sources = ["the nfd role (gpuops_nfd_managed: true)"] if nfd_role else []
+    bundled = [
+        (gpu_operator, gpu_operator_nfd, "gpu_operator_nfd_enabled: true (the GPU Operator chart's NFD)"),
+        (
+            amd_gpu_operator,
+            amd_gpu_operator_nfd,
+            "amd_gpu_operator_nfd_enabled: true (the AMD GPU Operator chart's NFD)",
+        ),
+        (
+            network_operator,
+            None if network_operator_nfd_managed is None else not network_operator_nfd_managed,
+            "network_operator_nfd_managed: false (the Network Operator chart's NFD)",
+        ),
+    ]
+    for managed, enabled, what in bundled:
+        if managed and (not nfd_role if enabled is None else bool(enabled)):
+            sources.append(what)
+    if len(sources) < 2:
+        return []
+    return [
+        variable_finding(
+            "nfd-twice",
+            var,
+            value,
+            f"Two Node Feature Discoveries would run: {' and '.join(sources)}. Their workers label the same nodes and "
+            "overwrite each other's NodeFeature objects.",
+            "keep one: leave gpuops_nfd_managed true and the operators' bundled NFD off (their defaults), or set "
+            "gpuops_nfd_managed false and enable the NFD of one operator chart only.",
+        )
+    ]
+
+
 # The batch schedulers the collection knows, and those it ships a role for in this release.
 BATCH_SCHEDULERS = ("kueue", "volcano", "kai_scheduler")
 BATCH_SCHEDULERS_SHIPPED = ("kueue", "volcano", "kai_scheduler")
@@ -450,6 +519,8 @@ RULES: dict[str, Callable[..., list[Finding]]] = {
     "duration": duration,
     "non_empty_mapping": non_empty_mapping,
     "kubeconfig": kubeconfig,
+    "readable_file": readable_file,
+    "nfd_sources": nfd_sources,
 }
 
 
@@ -700,6 +771,90 @@ def known_value_types(var: str, role_values: Mapping[str, Any], user_values: Any
     return out
 
 
+MASK = "********"
+# A chart value whose key names a credential: Helm stores every value in the release (``helm get values -a`` shows it
+# to anyone who may read the release's Secret). Keys that name a Secret (existingSecret, secretName, ...Ref) are not.
+_SECRET_KEY = re.compile(
+    r".*(password|passwd|passphrase|token|api[-_]?key|secret[-_]?key|access[-_]?key|private[-_]?key)\Z", re.I
+)
+
+
+def secret_variables(options: Mapping[str, Mapping[str, Any]] | None) -> set[str]:
+    """The variables an argument spec marks ``no_log``."""
+    return {name for name, opt in (options or {}).items() if isinstance(opt, Mapping) and opt.get("no_log")}
+
+
+def secret_strings(value: Any) -> list[str]:
+    """The strings a secret value shows in a message: the value as shown, each string in it, longest first."""
+    out = {show(value)} if value not in (None, "") else set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str) and v:
+            out.add(v)
+        elif isinstance(v, Mapping):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return sorted(out, key=len, reverse=True)
+
+
+def masked(findings: list[Finding], secrets: Mapping[str, Any]) -> list[Finding]:
+    """Findings with every secret value replaced by ``********``: the evidence of a finding about a secret
+    variable says its kind, never its value, and no other text carries it either."""
+    texts = [s for value in secrets.values() for s in secret_strings(value) if len(s) >= 3]
+    out = []
+    for f in findings:
+        f = dict(f)
+        name = str(f.get("object", {}).get("name", ""))
+        base = re.split(r"[.\[]", name)[0]
+        if base in secrets:
+            f["evidence"] = [f"{name}: {MASK} ({a(kind_of(secrets[base]))}, not shown: the variable is a secret)"]
+        for key in ("evidence", "cause", "fix"):
+            for s in texts:
+                if key == "evidence":
+                    f[key] = [e.replace(s, MASK) for e in f[key]]
+                else:
+                    f[key] = str(f[key]).replace(s, MASK)
+        out.append(f)
+    return out
+
+
+def secret_values(var: str, user_values: Any, instead: Mapping[str, str] | None = None) -> list[Finding]:
+    """Warnings for user chart values whose key names a credential (``grafana.adminPassword``): the value is stored
+    in the Helm release, readable with ``helm get values -a``. ``instead`` maps a dotted key to the variable that
+    keeps it in a Kubernetes Secret."""
+    out: list[Finding] = []
+    stack: list[tuple[str, Any]] = [("", user_values)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+            continue
+        key = path.rsplit(".", 1)[-1]
+        if not (_SECRET_KEY.match(key) and isinstance(value, str) and value):
+            continue
+        better = (instead or {}).get(path)
+        fix = (
+            f"remove {var}.{path} and set {better} (no_log: the role keeps it in a Secret and names that in the chart)"
+            if better
+            else f"keep the credential in a Kubernetes Secret and give the chart the Secret's name (most charts have "
+            f"an existingSecret key for {key}), or vault the variable at least"
+        )
+        out.append(
+            {
+                "id": "value-secret-in-release",
+                "severity": "warning",
+                "object": {"kind": "variable", "name": f"{var}.{path}"},
+                "evidence": [f"{var}.{path}: {MASK}"],
+                "cause": "The key names a credential: Helm stores every value in the release, where anyone who may "
+                "read the release (helm get values -a) reads it.",
+                "fix": fix + ".",
+            }
+        )
+    return sorted(out, key=lambda f: f["object"]["name"])
+
+
 def check(
     checks: Iterable[Mapping[str, Any]],
     variables: Mapping[str, Any],
@@ -729,5 +884,9 @@ def check(
     for item in values:
         if item["var"] in typed:
             continue
-        out += known_value_types(item["var"], item.get("role_values") or {}, variables.get(item["var"], {}))
-    return out
+        user = variables.get(item["var"], {})
+        out += known_value_types(item["var"], item.get("role_values") or {}, user)
+        if isinstance(user, Mapping):
+            out += secret_values(item["var"], user, item.get("instead"))
+    secrets = {v: variables[v] for v in secret_variables(options) if variables.get(v) not in (None, "")}
+    return masked(out, secrets) if secrets else out

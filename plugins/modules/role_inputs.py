@@ -21,11 +21,16 @@ description:
   - "Value rules: V(dns1123_label) (namespaces), V(release_name) (Helm release names, 53 characters at most),
     V(chart_version) (one exact version), V(nvidia_driver_version), V(amd_driver_version) (versions only, shell
     metacharacters named), V(url), V(duration) (a Prometheus duration such as V(30s)), V(non_empty_mapping),
-    V(kubeconfig) (the file exists, is a kubeconfig and has the context asked for) and V(batch_schedulers) (known
+    V(kubeconfig) (the file exists, is a kubeconfig and has the context asked for), V(readable_file) (a CA bundle
+    that exists), V(nfd_sources) (never two Node Feature Discoveries: the nfd role and an operator chart's bundled
+    one, or two bundled ones) and V(batch_schedulers) (known
     batch schedulers with a role, no two answering to one scheduler name or to kube-scheduler's, no KAI Scheduler
     version that watches Kueue's v1alpha1 Topology next to Kueue)."
   - Used by the roles' C(tasks/inputs.yml) and by the preflight play that starts C(playbooks/site.yml).
-  - Fails when a finding is an error, naming each variable, its value and the fix.
+  - Fails when a finding is an error, naming each variable, its value and the fix; warns for the others (a user chart
+    value whose key names a credential).
+  - The value of a variable that O(options) marks C(no_log) is never shown: its findings say its kind, and the module
+    masks it in everything it returns.
 author:
   - gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
@@ -72,7 +77,7 @@ options:
         type: str
         required: true
         choices: [amd_driver_version, batch_schedulers, chart_version, dns1123_label, duration, kubeconfig,
-                  non_empty_mapping, nvidia_driver_version, release_name, url]
+                  nfd_sources, non_empty_mapping, nvidia_driver_version, readable_file, release_name, url]
       value:
         description: The value; taken from O(variables) when omitted.
         type: raw
@@ -100,8 +105,28 @@ options:
         type: list
         elements: raw
       what:
-        description: Rule V(url) - what the URL points at, for the fix (default "the chart repository URL").
+        description:
+          - Rule V(url) - what the URL points at, for the fix (default "the chart repository URL").
+          - Rule V(readable_file) - what the file is, for the fix (default "a file").
         type: str
+      gpu_operator:
+        description: Rule V(nfd_sources) - C(gpuops_gpu_operator_managed).
+        type: bool
+      gpu_operator_nfd:
+        description: Rule V(nfd_sources) - C(gpu_operator_nfd_enabled); unset for the role's default.
+        type: bool
+      amd_gpu_operator:
+        description: Rule V(nfd_sources) - C(gpuops_amd_gpu_operator_managed).
+        type: bool
+      amd_gpu_operator_nfd:
+        description: Rule V(nfd_sources) - C(amd_gpu_operator_nfd_enabled); unset for the role's default.
+        type: bool
+      network_operator:
+        description: Rule V(nfd_sources) - C(gpuops_network_operator_managed).
+        type: bool
+      network_operator_nfd_managed:
+        description: Rule V(nfd_sources) - C(network_operator_nfd_managed); unset for the role's default.
+        type: bool
       example:
         description: Rule V(url) - an example URL for the fix.
         type: str
@@ -119,6 +144,13 @@ options:
         description: The values the role renders (before the user's values are merged over them).
         type: dict
         required: true
+      instead:
+        description:
+          - Dotted chart value keys that hold a credential, each mapped to the role variable that keeps it in a
+            Kubernetes Secret instead (for the warning's fix), for example
+            C({grafana.adminPassword: monitoring_grafana_admin_password}).
+          - Any user value whose key names a credential (password, token, API key) is warned about, named or not.
+        type: dict
 """
 
 EXAMPLES = r"""
@@ -153,7 +185,7 @@ findings:
       description: The rule, for example V(chart-version-unpinned), V(variable-type), V(kubeconfig-malformed).
       type: str
     severity:
-      description: V(error).
+      description: V(error) (the module fails) or V(warning) (a credential in user chart values).
       type: str
     object:
       description: C(kind) V(variable) and C(name), the variable (a dotted path for chart values).
@@ -209,6 +241,12 @@ ARGUMENT_SPEC = {
             "volcano_scheduler_name": {"type": "str"},
             "sharing_pools": {"type": "list", "elements": "raw"},
             "what": {"type": "str"},
+            "gpu_operator": {"type": "bool"},
+            "gpu_operator_nfd": {"type": "bool"},
+            "amd_gpu_operator": {"type": "bool"},
+            "amd_gpu_operator_nfd": {"type": "bool"},
+            "network_operator": {"type": "bool"},
+            "network_operator_nfd_managed": {"type": "bool"},
             "example": {"type": "str"},
         },
     },
@@ -219,6 +257,7 @@ ARGUMENT_SPEC = {
         "options": {
             "var": {"type": "str", "required": True},
             "role_values": {"type": "dict", "required": True},
+            "instead": {"type": "dict"},
         },
     },
 }
@@ -241,11 +280,18 @@ def run(ctx: Any) -> dict[str, Any]:
         outputs=p["outputs"],
         values=p["values"],
     )
+    # a secret's value never leaves the module: not in a finding (masked there), the invocation or any message
+    for var in _inputs.secret_variables(p["options"]):
+        ctx.module.no_log_values.update(s for s in _inputs.secret_strings(p["variables"].get(var)) if len(s) >= 3)
     report = [_inputs.message(f) for f in findings]
     result: dict[str, Any] = {"changed": False, "findings": findings, "report": report}
-    if findings:
+    errors = [_inputs.message(f) for f in findings if f["severity"] == "error"]
+    for f in findings:
+        if f["severity"] != "error":
+            ctx.warn(_inputs.message(f))
+    if errors:
         result["msg"] = "{}: {} input error(s), nothing was changed: {}".format(
-            p["role"], len(findings), " || ".join(report)
+            p["role"], len(errors), " || ".join(errors)
         )
         result["failed"] = True
     return result

@@ -382,3 +382,64 @@ def test_url_fix_says_what_the_url_is_for():
     )
     assert "repository" not in f["fix"]
     assert f["fix"] == "set monitoring_prometheus_url to the URL of the Prometheus, for example http://p:9090."
+
+
+@pytest.mark.parametrize(
+    ("values", "flagged"),
+    [
+        ({"grafana": {"adminPassword": "x1y2z3"}}, ["v.grafana.adminPassword"]),
+        (
+            {"auth": {"token": "abc"}, "s3": {"accessKey": "AKIA", "secretKey": "s"}},
+            ["v.auth.token", "v.s3.accessKey", "v.s3.secretKey"],
+        ),
+        ({"grafana": {"admin": {"existingSecret": "grafana-admin", "passwordKey": "admin-password"}}}, []),
+        ({"imagePullSecrets": ["ngc"], "tokenSecretRef": "t", "secretName": "s"}, []),
+        ({"grafana": {"adminPassword": ""}}, []),  # empty: nothing stored
+    ],
+)
+def test_credentials_in_chart_values_are_warned_about(values, flagged):
+    found = _inputs.secret_values("v", values)
+    assert [f["object"]["name"] for f in found] == flagged
+    assert all(f["severity"] == "warning" for f in found)
+    for f in found:
+        assert all(s not in _inputs.message(f) for s in ("x1y2z3", "AKIA"))
+
+
+def test_masked_hides_a_secret_everywhere():
+    findings = [
+        _inputs.variable_finding("variable-type", "k", ["nvapi-123"], "The value nvapi-123 is a list.", "set k."),
+        _inputs.variable_finding("other", "x", "y", "k was nvapi-123", "use nvapi-123"),
+    ]
+    out = _inputs.masked(findings, {"k": ["nvapi-123"]})
+    assert "nvapi-123" not in str(out)
+    assert out[0]["evidence"] == ["k: ******** (a list, not shown: the variable is a secret)"]
+    assert findings[0]["cause"] == "The value nvapi-123 is a list."  # the input is not changed
+
+
+@pytest.mark.parametrize(
+    ("nfd_role", "options", "twice"),
+    [
+        (True, {"gpu_operator": True, "network_operator": True}, False),  # the defaults: bundled NFDs off
+        (True, {"gpu_operator": True, "gpu_operator_nfd": True}, True),
+        (True, {"gpu_operator": False, "gpu_operator_nfd": True}, False),  # that operator is not installed
+        (True, {"network_operator": True, "network_operator_nfd_managed": False}, True),
+        (True, {"amd_gpu_operator": True, "amd_gpu_operator_nfd": True}, True),
+        (False, {"gpu_operator": True}, False),  # the GPU Operator's own NFD, alone
+        (False, {"gpu_operator": True, "network_operator": True}, True),  # both charts bundle theirs by default
+        (False, {"gpu_operator": True, "network_operator": True, "network_operator_nfd_managed": True}, False),
+    ],
+)
+def test_never_two_nfds(nfd_role, options, twice):
+    found = _inputs.nfd_sources("gpuops_nfd_managed", nfd_role, **options)
+    assert ids(found) == (["nfd-twice"] if twice else [])
+
+
+def test_readable_file(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert _inputs.readable_file("gpuops_chart_repo_ca_file", str(ca)) == []
+    assert _inputs.readable_file("gpuops_chart_repo_ca_file", "") == []
+    assert ids(_inputs.readable_file("gpuops_chart_repo_ca_file", str(tmp_path / "nope.pem"))) == ["file-missing"]
+    assert ids(_inputs.readable_file("gpuops_chart_repo_ca_file", str(tmp_path))) == ["file-missing"]
+    (f,) = _inputs.readable_file("gpuops_chart_repo_ca_file", str(tmp_path / "x"), what="the CA bundle")
+    assert "does not exist" in f["cause"] and "the CA bundle" in f["fix"]

@@ -68,3 +68,47 @@ def test_bad_inputs_fail_naming_each_variable_value_and_fix(run_module, check_mo
     assert 'r_namespace: "Bad_NS".' in result["msg"] and "Fix: label the nodes." in result["msg"]
     assert "r_unset: null." in result["msg"]
     assert len(result["report"]) == 6 and all(" Fix: " in line for line in result["report"])
+
+
+def test_a_wrongly_typed_secret_is_named_but_never_shown(run_module):
+    """gpu_operator_ngc_api_key given as a list was printed four times in the error (issue 27)."""
+    import json
+
+    options = dict(OPTIONS, r_api_key={"type": "str", "no_log": True, "description": "Key."})
+    result, failed = run_module(
+        role_inputs,
+        {"role": "r", "prefix": "r_", "options": options, "variables": {"r_api_key": ["nvapi-s3cr3t", "other-part"]}},
+    )
+    assert failed
+    assert [(f["id"], f["object"]["name"]) for f in result["findings"]] == [("variable-type", "r_api_key")]
+    assert "r_api_key: ******** (a list" in result["msg"]
+    text = json.dumps(result)
+    assert "nvapi-s3cr3t" not in text and "other-part" not in text
+
+
+def test_a_credential_in_chart_values_is_a_warning_that_names_the_variable_to_use(run_module):
+    result, failed = run_module(
+        role_inputs,
+        {
+            "role": "r",
+            "options": OPTIONS,
+            "variables": {"r_values": {"grafana": {"adminPassword": "hunter2-long", "admin": {"existingSecret": "x"}}}},
+            "values": [
+                {
+                    "var": "r_values",
+                    "role_values": {},
+                    "instead": {"grafana.adminPassword": "monitoring_grafana_admin_password"},
+                }
+            ],
+        },
+    )
+    assert not failed, result
+    (f,) = result["findings"]
+    assert (f["id"], f["severity"], f["object"]["name"]) == (
+        "value-secret-in-release",
+        "warning",
+        "r_values.grafana.adminPassword",
+    )
+    assert "monitoring_grafana_admin_password" in f["fix"]
+    assert "hunter2-long" not in str(result)
+    assert "r_values.grafana.adminPassword" in str(result["warnings"])
