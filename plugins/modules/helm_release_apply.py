@@ -24,7 +24,7 @@ description:
     upgrades again (a release whose last revision is not deployed is always upgraded).
   - With O(lock) (the run's Lease, taken by M(gpuops.platform.helm_release_lock)), the Lease is checked to be still
     this run's before any change and renewed every quarter of its duration while helm runs. When the run that took
-    it has ended (its controller process, when this module runs on the controller, is gone: a C(kill -9) leaves the
+    it has ended (its controller process, when this module runs on the controller, is gone; a C(kill -9) leaves the
     module and helm running as orphans), helm is stopped with SIGTERM (Helm marks the release failed), the Lease is
     given back and the module fails; the next run finishes the job.
   - A release left C(pending-install), C(pending-upgrade) or C(pending-rollback) by a run that died (Helm refuses

@@ -16,7 +16,7 @@ description:
     seconds; then the module fails naming the holder, since when and when the Lease expires (instead of
     Helm's "another operation is in progress"). A released or expired Lease is taken over. Taking and
     renewing use the Lease's resourceVersion, so two runs cannot both take it.
-  - The Lease is short (O(duration), 60 seconds by default) and is renewed while the run lives: by
+  - The Lease is short (O(duration), 60 seconds by default) and is renewed while the run lives, by
     M(gpuops.platform.helm_release_apply) while Helm runs. A run that dies (SIGKILL, SIGINT, a lost controller)
     stops renewing, so its Lease expires within O(duration) seconds and the next run takes it over.
   - RV(found) says how the Lease was found. After V(absent), V(released) or V(expired) no live run works on the
@@ -49,7 +49,7 @@ options:
     description:
       - Identity of this run, the same for every task of it. The role uses
         C(gpuops.platform <user>@<host> pid <controller pid> started <UTC time>) (the
-        M(gpuops.platform.run_holder) lookup), which names the process, so a dead run's Lease can be traced.
+        P(gpuops.platform.run_holder#lookup) lookup), which names the process, so a dead run's Lease can be traced.
     type: str
     required: true
   state:
@@ -74,7 +74,7 @@ options:
   temp_prefix:
     description:
       - With O(state=acquired), once the Lease is taken (not in check mode), remove the directories whose name starts
-        with this prefix in the system temporary directory (C(TMPDIR)): what runs of this release that died left.
+        with this prefix in the system temporary directory (C(TMPDIR)), which runs of this release that died left.
         The prefix must name the release (the role uses C(gpuops-chart-<namespace>.<release>_)).
     type: str
 requirements:
