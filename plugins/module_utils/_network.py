@@ -392,12 +392,18 @@ def nic_cluster_policy(cfg: Mapping[str, Any]) -> Obj:
 
 def chart_values(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The chart values the role owns: the bundled NFD off while the nfd role manages NFD, the bundled SR-IOV
-    Network Operator on only in ``sriov`` mode with the bundled source (never two SR-IOV operators)."""
+    Network Operator on only in ``sriov`` mode with the bundled source (never two SR-IOV operators), and then its
+    chart-rendered SriovOperatorConfig off (the sriov_network_operator role owns that object)."""
     c = config(cfg)
-    return {
-        "nfd": {"enabled": not c["nfd_managed"]},
-        "sriovNetworkOperator": {"enabled": c["mode"] == "sriov" and bool(c["sriov_bundled"])},
-    }
+    bundled = c["mode"] == "sriov" and bool(c["sriov_bundled"])
+    out: dict[str, Any] = {"nfd": {"enabled": not c["nfd_managed"]}, "sriovNetworkOperator": {"enabled": bundled}}
+    if bundled:
+        # The chart renders its own SriovOperatorConfig "default" (network-operator 26.4.1's values set
+        # sriov-network-operator.sriovOperatorConfig.deploy: true) while the sriov_network_operator role applies
+        # the same object: two owners, the config daemon's node selector the union of both, and the next helm
+        # upgrade fails with a field conflict on .spec.logLevel. The role's copy is the one: the chart's is off.
+        out["sriov-network-operator"] = {"sriovOperatorConfig": {"deploy": False}}
+    return out
 
 
 def _ipam(item: Mapping[str, Any]) -> str | None:

@@ -143,3 +143,9 @@ def test_the_sriov_operator_comes_from_the_network_operator_chart_only(cluster, 
         "sriovnetwork.openshift.io", "v1", bundled, "sriovoperatorconfigs", "default"
     )
     assert config["metadata"]["name"] == "default"
+    # ... and only the role: the chart's own copy (deploy: true in network-operator 26.4.1's values) is off, so Helm
+    # neither renders nor owns it (two owners made the next helm upgrade fail on .spec.logLevel)
+    assert values["sriov-network-operator"]["sriovOperatorConfig"]["deploy"] is False
+    assert "kind: SriovOperatorConfig" not in manifest
+    managers = {m["manager"] for m in config["metadata"].get("managedFields") or []}
+    assert "helm" not in managers, managers

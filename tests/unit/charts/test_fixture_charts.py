@@ -650,3 +650,30 @@ def test_kai_scheduler_renders_the_role_values_and_queues_fit_the_crd():
     for obj in [*built["queues"], *(d for d in docs if d["kind"] == "Queue")]:
         assert schema_errors(obj, schema) == [], obj["metadata"]["name"]
     assert [d for d in render(KAI, defaultQueue={"createDefaultQueue": False}) if d["kind"] == "Queue"] == []
+
+
+# ---------------------------------------------------------------------------------------------- network-operator
+NETOP = CHARTS / "network-operator" / "26.4.1"
+SRIOV_CONFIG_CRD = (
+    CHARTS / "sriov-network-operator" / "1.6.0" / "crds" / "sriovnetwork.openshift.io_sriovoperatorconfigs.yaml"
+)
+
+
+def test_network_operator_bundled_sriov_renders_its_own_operator_config_unless_the_role_turns_it_off():
+    """Upstream's network-operator 26.4.1 sets sriov-network-operator.sriovOperatorConfig.deploy: true, so the
+    bundled SR-IOV operator comes with a chart-rendered SriovOperatorConfig "default", the object the
+    sriov_network_operator role applies too (two owners; the next helm upgrade fails on .spec.logLevel). The role's
+    values (plugins/module_utils/_network.py chart_values) turn the chart's copy off."""
+    from ansible_collections.gpuops.platform.plugins.module_utils import _network
+
+    docs = render(NETOP, sriovNetworkOperator={"enabled": True})
+    config = one(docs, "SriovOperatorConfig", "default")
+    assert config["metadata"]["namespace"] == "ns"
+    assert config["spec"]["configDaemonNodeSelector"] == {
+        "beta.kubernetes.io/os": "linux",
+        "network.nvidia.com/operator.mofed.wait": "false",
+    }
+    assert schema_errors(config, crd_schema(SRIOV_CONFIG_CRD)) == []
+    role = _network.chart_values({"mode": "sriov"})
+    assert not [d for d in render(NETOP, **role) if d["kind"] == "SriovOperatorConfig"]
+    one(render(NETOP, **role), "Deployment", "sriov-network-operator")  # the bundled operator itself still runs

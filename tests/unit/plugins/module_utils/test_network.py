@@ -131,6 +131,10 @@ def test_mode_decides_the_device_plugin_and_the_bundled_sriov_operator(mode, plu
         assert "sriovDevicePlugin" not in spec  # the SR-IOV Network Operator runs its own
     assert net.chart_values({"mode": mode})["sriovNetworkOperator"] == {"enabled": sriov_chart}
     assert net.chart_values({"mode": mode, "sriov_bundled": False})["sriovNetworkOperator"] == {"enabled": False}
+    # the bundled chart's own SriovOperatorConfig is off whenever the bundled operator runs: the role owns it
+    subchart = net.chart_values({"mode": mode}).get("sriov-network-operator")
+    assert subchart == ({"sriovOperatorConfig": {"deploy": False}} if sriov_chart else None)
+    assert "sriov-network-operator" not in net.chart_values({"mode": mode, "sriov_bundled": False})
     assert schema_errors(net.nic_cluster_policy({"mode": mode}), NCP_SCHEMA) == []
 
 
