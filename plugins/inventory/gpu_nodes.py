@@ -110,12 +110,84 @@ cache_connection: ~/.cache/gpuops-inventory
 cache_timeout: 300
 """
 
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+
+import yaml  # noqa: E402
 from ansible.errors import AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s, _node_inventory  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
 
 _AUTH = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert", "client_key")
+_SELECTION = ("node_selector", "operator_namespace", "address_type")
+_FIX = (
+    "Fix: set the plugin's kubeconfig option or K8S_AUTH_KUBECONFIG (AWX: the kubeconfig credential of the inventory "
+    "source) to the kubeconfig of the cluster, and context or K8S_AUTH_CONTEXT to one of its contexts."
+)
+
+
+def _fail(message):
+    return AnsibleParserError(f"{InventoryModule.NAME}: {message}. {_FIX}")
+
+
+def _entry(entries, name, kind):
+    """The `kind` mapping of the first kubeconfig entry named `name` (kubectl's merge: the first one wins)."""
+    for entry in entries:
+        if entry.get("name") == name:
+            return entry.get(kind) if isinstance(entry.get(kind), dict) else None
+    return None
+
+
+def cluster_of(params):
+    """(server, context, words naming them) of the connection the options describe, read from the options and the
+    kubeconfig without contacting the cluster: the cache key, and the words that name the cluster in errors. A
+    kubeconfig that is missing or unreadable, or lacks the context or its cluster, is an AnsibleParserError naming
+    the file and the option: the connection would fail as well, and a cached inventory must not answer for it."""
+    kubeconfig, context, host = params.get("kubeconfig"), params.get("context"), params.get("host")
+    if host and not kubeconfig and not context:
+        return host, None, host
+    if kubeconfig:
+        paths, option = [kubeconfig], "option kubeconfig, K8S_AUTH_KUBECONFIG"
+    else:
+        env = os.environ.get("KUBECONFIG", "")
+        listed = [os.path.expanduser(p) for p in env.split(os.pathsep) if p] or [os.path.expanduser("~/.kube/config")]
+        option = "KUBECONFIG" if env else "the default; option kubeconfig, K8S_AUTH_KUBECONFIG unset"
+        paths = [p for p in listed if os.path.exists(p)]  # kubectl skips the missing files of KUBECONFIG
+        if not paths:
+            in_cluster = os.environ.get("KUBERNETES_SERVICE_HOST")
+            if in_cluster and not context:  # the pod's service account (the client's in-cluster configuration)
+                server = f"https://{in_cluster}:{os.environ.get('KUBERNETES_SERVICE_PORT', '443')}"
+                return server, None, f"{server}, in-cluster"
+            raise _fail(f"kubeconfig {os.pathsep.join(listed)} ({option}) does not exist, and no host option is set")
+    named = f"kubeconfig {os.pathsep.join(paths)} ({option})"
+    docs = []
+    for path in paths:
+        if not os.path.isfile(path):
+            raise _fail(f"{named} does not exist")
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise _fail(f"{named} is not a readable kubeconfig: {exc}") from None
+        if not isinstance(doc, dict):
+            raise _fail(f"{named} is not a readable kubeconfig: a mapping was expected, not {type(doc).__name__}")
+        docs.append(doc)
+    # several files merge as kubectl merges them: the first current-context set, the first entry of each name
+    contexts = [e for d in docs for e in (d.get("contexts") or []) if isinstance(e, dict)]
+    clusters = [e for d in docs for e in (d.get("clusters") or []) if isinstance(e, dict)]
+    context = context or next((d["current-context"] for d in docs if d.get("current-context")), None)
+    if not context:
+        raise _fail(f"{named} has no current-context and no context option (K8S_AUTH_CONTEXT) is set")
+    ctx = _entry(contexts, context, "context")
+    if ctx is None:
+        names = ", ".join(str(e.get("name")) for e in contexts) or "none"
+        raise _fail(f"{named} has no context {context!r} (contexts: {names})")
+    server = host or (_entry(clusters, ctx.get("cluster"), "cluster") or {}).get("server")
+    if not server:
+        raise _fail(f"{named}: context {context!r} names cluster {ctx.get('cluster')!r}, which has no server")
+    return server, context, f"{server}, context {context} of kubeconfig {os.pathsep.join(paths)}"
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
@@ -124,21 +196,21 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def verify_file(self, path):
         return super().verify_file(path) and path.endswith(("gpu_nodes.yml", "gpu_nodes.yaml"))
 
-    def _fetch(self):
-        params = {k: self.get_option(k) for k in _AUTH}
-        try:
-            selector = _cluster_status.parse_selector(self.get_option("node_selector"))
-            reader = _k8s.new_reader(params)
-            raw = _node_inventory.collect(reader, self.get_option("operator_namespace"))
-        except GpuOpsError as exc:
-            where = params["host"] or params["kubeconfig"] or "the default kubeconfig"
-            raise AnsibleParserError(f"gpuops.platform.gpu_nodes ({where}): {exc}") from None
+    def _read_nodes(self, params):
+        """The hosts, from the cluster's lists (three or four GETs)."""
+        selector = _cluster_status.parse_selector(self.get_option("node_selector"))
+        raw = _node_inventory.collect(_k8s.new_reader(params), self.get_option("operator_namespace"))
         return _node_inventory.hosts(raw, selector, self.get_option("address_type"))
 
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
-        key = self.get_cache_key(path)
+        params = {k: self.get_option(k) for k in _AUTH}
+        server, context, where = cluster_of(params)  # before the cache: a wrong kubeconfig never gets a cached answer
+        # the cache holds the inventory of one cluster (server and context) and one selection, not of this file alone
+        selection = [server, context, *(self.get_option(k) for k in _SELECTION)]
+        digest = hashlib.sha256(json.dumps(selection).encode(), usedforsecurity=False).hexdigest()[:12]
+        key = f"{self.get_cache_key(path)}_{digest}"
         use_cache = self.get_option("cache") and cache
         found = None
         if use_cache:
@@ -147,7 +219,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             except KeyError:
                 found = None
         if found is None:
-            found = self._fetch()
+            try:
+                found = self._read_nodes(params)
+            except GpuOpsError as exc:
+                raise AnsibleParserError(f"{self.NAME} ({where}): {exc}") from None
             if self.get_option("cache"):
                 self._cache[key] = found
         strict = self.get_option("strict")
