@@ -45,7 +45,7 @@ class Leases:
         try:
             obj = self.api.read_namespaced_lease(name, self.ns)
         except _k8s.ApiException as exc:
-            if exc.status == 404:
+            if getattr(exc, "status", None) == 404:
                 return None, None
             raise
         return obj, self.api.api_client.sanitize_for_serialization(obj.spec) or {}
@@ -53,6 +53,7 @@ class Leases:
     def write(self, name: str, holder: str, duration: int, current: Any) -> None:
         t = stamp(now())
         spec = {"holderIdentity": holder, "leaseDurationSeconds": duration, "acquireTime": t, "renewTime": t}
+        body: Any  # the client takes the object as a dict too
         if current is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": spec}
             self.api.create_namespaced_lease(self.ns, body)
@@ -65,7 +66,7 @@ class Leases:
         obj, spec = self.read(name)
         if spec is None or spec.get("holderIdentity") != holder:
             return False
-        body = {
+        body: Any = {
             "metadata": {"name": name, "resourceVersion": obj.metadata.resource_version},
             "spec": {**spec, "leaseDurationSeconds": duration, "renewTime": stamp(now())},
         }

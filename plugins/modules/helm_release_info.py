@@ -63,6 +63,17 @@ options:
       - Labels the release namespace must carry (for example the Pod Security labels). A missing namespace or a
         label with another value is a reason to run the release path. Not read when omitted.
     type: dict
+  lock_namespace:
+    description:
+      - Namespace of the release's Lease (M(gpuops.platform.helm_release_lock)). A Lease still there (a run is
+        changing the release, or a killed run left it) is a reason to run the release path, which takes it over
+        and gives it back. Not read when omitted.
+    type: str
+  temp_prefix:
+    description:
+      - Prefix of the release's chart copies in the temporary directory. A copy left by a killed run is a reason to
+        run the release path, whose Lease lets it remove the copy. Not looked for when omitted.
+    type: str
   kubeconfig:
     description: Kubeconfig file given to helm (C(--kubeconfig)) and used to read the namespace.
     type: path
@@ -149,6 +160,8 @@ ARGUMENT_SPEC = {
     "namespace_labels": {"type": "dict"},
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     "namespace_gone": {"type": "bool", "default": False},
+    "lock_namespace": {"type": "str"},
+    "temp_prefix": {"type": "str"},
     "kubeconfig": {"type": "path"},
     "context": {"type": "str"},
     "binary_path": {"type": "path"},
@@ -160,6 +173,38 @@ def _namespace_labels(ctx):
     _k8s.require_client(ctx.module)
     obj = _k8s.new_reader(ctx.params).namespace(ctx.params["namespace"])
     return None if obj is None else dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _lease_holder(ctx, name):
+    """(exists, holder) of the release's Lease in lock_namespace."""
+    _k8s.require_client(ctx.module)
+    ns = ctx.params["lock_namespace"]
+    obj = _k8s.new_reader(ctx.params).get_optional(
+        f"lease {ns}/{name}", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}"
+    )
+    return (obj is not None, ((obj or {}).get("spec") or {}).get("holderIdentity"))
+
+
+def _leftovers(ctx):
+    """What a run that was killed left of this release: its chart copies, its Lease."""
+    import glob
+    import os
+    import tempfile
+
+    p, out = ctx.params, []
+    if p["temp_prefix"] and os.sep not in p["temp_prefix"]:
+        for path in sorted(glob.glob(os.path.join(tempfile.gettempdir(), glob.escape(p["temp_prefix"]) + "*"))):
+            if os.path.isdir(path):
+                out.append(f"a chart copy that a stopped run left: {path}")
+    if p["lock_namespace"]:
+        name = _helm_release.lease_name(p["name"], p["namespace"])
+        exists, holder = _lease_holder(ctx, name)
+        if exists:
+            out.append(
+                f"Lease {p['lock_namespace']}/{name} is held by {holder or 'nobody'} (a run changing the release, "
+                "or one that was killed)"
+            )
+    return out
 
 
 def info(ctx):
@@ -175,6 +220,7 @@ def info(ctx):
         reasons = _helm_release.plan(installed, have, p["chart_name"], p["chart_version"], p["values"])
     if p["namespace_labels"] is not None and p["state"] == "present":
         reasons += _helm_release.namespace_label_reasons(p["namespace"], _namespace_labels(ctx), p["namespace_labels"])
+    reasons += _leftovers(ctx)
     return {
         "changed": False,
         "up_to_date": not reasons,

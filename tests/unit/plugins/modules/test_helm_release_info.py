@@ -146,3 +146,37 @@ def test_absent_without_namespace_gone_reads_no_namespace(run_module, helm, monk
     monkeypatch.setattr(helm_release_info, "_namespace_labels", boom)
     result, failed = run_module(helm_release_info, args(state="absent", namespace_labels=PSA))
     assert not failed and result["up_to_date"] is True
+
+
+@pytest.mark.parametrize(
+    ("copies", "lease", "reasons"),
+    [
+        ([], None, []),
+        (["gpuops-chart-ns.r_a1"], None, ["a chart copy that a stopped run left: {tmp}/gpuops-chart-ns.r_a1"]),
+        (
+            [],
+            "gpuops.platform bob@b pid 7 started T",
+            [
+                "Lease kube-system/gpuops-helm-ns.r is held by gpuops.platform bob@b pid 7 started T (a run changing "
+                "the release, or one that was killed)"
+            ],
+        ),
+        (["gpuops-chart-ns.r-x_b2"], None, []),  # another release's copy
+    ],
+    ids=["clean", "copy-left", "lease-left", "other-release"],
+)
+def test_what_a_killed_run_left_sends_the_role_down_the_release_path(
+    run_module, commands, helm, namespace, monkeypatch, tmp_path, copies, lease, reasons
+):
+    """After a run killed once helm had finished, the release is deployed as asked, but its Lease and its chart copy
+    are left: only the release path (which takes the Lease) may remove them."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for name in copies:
+        (tmp_path / name).mkdir()
+    monkeypatch.setattr(helm_release_info, "_lease_holder", lambda ctx, name: (lease is not None, lease))
+    extra = {"values": {"replicas": 1}, "lock_namespace": "kube-system", "temp_prefix": "gpuops-chart-ns.r_"}
+    result, failed = run_module(helm_release_info, args(**extra))
+    assert not failed and result["reasons"] == [r.format(tmp=tmp_path) for r in reasons], result
+    assert result["up_to_date"] is not reasons
