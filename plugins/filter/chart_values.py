@@ -12,6 +12,8 @@ author: gpuops.platform maintainers
 description:
   - Reads the chart's C(values.yaml) and puts each dependency chart's defaults (from C(charts/<dependency>/), at
     any depth) under the dependency's name, as Helm merges them. Runs on the controller, where the chart was unpacked.
+  - Adds every C(.Values) path the chart's templates read that C(values.yaml) leaves out, with a null value (a key
+    upstream documents only as a comment, such as the GPU Operator's C(dcgmExporter.config), is a key of the chart).
   - Used to tell user value keys the chart does not have from keys of its subcharts.
 options:
   _input:
@@ -33,12 +35,12 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
-from ansible_collections.gpuops.platform.plugins.module_utils._helm_release import chart_default_values  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._chart_refs import known_values  # noqa: E402
 
 
 def chart_values(chart_dir):
     try:
-        return chart_default_values(str(chart_dir))
+        return known_values(str(chart_dir))
     except (OSError, ValueError) as exc:
         raise AnsibleFilterError(f"cannot read the values of chart {chart_dir}: {exc}") from exc
 
