@@ -4,11 +4,21 @@ only through files and the environment, sliced templates run host-plane plays on
 inventory source name what exists, and every key is an option of the awx.awx module that applies it.
 
 The awx.awx collection is not installable here (Galaxy only, no network): its modules' option names for the objects
-used are a table below, from ansible/awx ``awx_collection/plugins/modules/*.py`` (24.6.1)."""
+used are a table below, from ansible/awx ``awx_collection/plugins/modules/*.py`` at tag 24.6.1 (the last 24.x, commit
+94e5795d), with the options each module or the AWX API requires.
+
+Issue 27: the inventory is built here as an AWX inventory update builds it (``ansible-inventory --list --export -i
+<project>/<source_path>`` per source, with AWX's environment for it): it must hold the one cluster controller and the
+site's group_vars (the inventory of the GPU nodes' source alone had neither, and every job ended green having done
+nothing); the templates name credentials the file creates (not credential types), and those with host plays a Machine
+credential."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,16 +31,38 @@ TEMPLATES = {t["name"]: t for t in CONFIG["job_templates"]}
 # awx.awx 24.6.1 module options (awx_collection/plugins/modules/<module>.py, argument_spec), those this file may use
 AWX_OPTIONS = {
     "credential_type": {"name", "description", "kind", "inputs", "injectors", "new_name", "state"},
+    "credential": {"name", "description", "organization", "credential_type", "inputs", "update_secrets", "state"},
     "project": {"name", "description", "scm_type", "scm_url", "scm_branch", "scm_update_on_launch", "scm_clean",
                 "credential", "organization", "default_environment", "state"},
-    "inventory_source": {"name", "source", "source_project", "source_path", "credential", "update_on_launch",
-                         "overwrite", "overwrite_vars", "inventory", "execution_environment", "state"},
+    "inventory": {"name", "description", "organization", "variables", "state"},
+    "inventory_source": {"name", "description", "source", "source_project", "source_path", "credential",
+                         "update_on_launch", "overwrite", "overwrite_vars", "inventory", "execution_environment",
+                         "state"},
     "job_template": {"name", "playbook", "job_type", "credentials", "diff_mode", "ask_tags_on_launch",
                      "job_slice_count", "survey_enabled", "survey_spec", "project", "inventory",
                      "execution_environment", "organization", "ask_variables_on_launch", "ask_limit_on_launch",
                      "allow_simultaneous", "state"},
     "workflow_job_template": {"name", "workflow_nodes", "organization", "inventory", "state"},
 }  # fmt: skip
+# required=True in those argument specs, and what the AWX API requires besides (a job template's project, playbook
+# and inventory; a project's organization)
+AWX_REQUIRED = {
+    "credential_type": {"name", "kind"},
+    "credential": {"name", "credential_type", "organization"},
+    "project": {"name", "organization", "scm_type", "scm_url"},
+    "inventory": {"name", "organization"},
+    "inventory_source": {"name", "inventory", "source"},
+    "job_template": {"name", "playbook", "project", "inventory", "job_type"},
+}
+CREDENTIAL_TYPE_KINDS = {"ssh", "vault", "net", "scm", "cloud", "insights"}  # credential_type.py KIND_CHOICES
+AWX_MANAGED_TYPES = {"Machine"}  # AWX's own credential types the file may name
+# what an AWX inventory update sets for ansible-inventory (awx/main/constants.py, STANDARD_INVENTORY_UPDATE_ENV)
+AWX_INVENTORY_UPDATE_ENV = {
+    "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
+    "ANSIBLE_INVENTORY_EXPORT": "True",
+    "ANSIBLE_VERBOSE_TO_STDERR": "True",
+    "ANSIBLE_HOST_PATTERN_MISMATCH": "error",
+}
 SURVEY_TYPES = {"text": "str", "textarea": "str", "password": "str", "integer": "int", "float": "float",
                 "multiplechoice": None, "multiselect": "list"}  # fmt: skip
 
@@ -56,23 +88,65 @@ def plays(playbook: Path) -> list[dict]:
     return out
 
 
-def test_every_key_is_an_option_of_its_awx_module():
-    for ct in CONFIG["credential_types"]:
-        assert set(ct) <= AWX_OPTIONS["credential_type"], ct["name"]
-    assert set(CONFIG["project"]) <= AWX_OPTIONS["project"]
-    assert set(CONFIG["inventory"]["source"]) <= AWX_OPTIONS["inventory_source"]
+def _objects():
+    yield from (("credential_type", ct) for ct in CONFIG["credential_types"])
+    yield from (("credential", c) for c in CONFIG["credentials"])
+    yield "project", CONFIG["project"]
+    yield "inventory", CONFIG["inventory"]
+    yield from (("inventory_source", src) for src in CONFIG["inventory_sources"])
+    yield from (("job_template", t) for t in CONFIG["job_templates"])
+    yield "workflow_job_template", CONFIG["workflow"]
+
+
+def test_every_key_is_an_option_of_its_awx_module_and_the_required_ones_are_set():
+    for module, obj in _objects():
+        assert set(obj) <= AWX_OPTIONS[module], (module, obj["name"], set(obj) - AWX_OPTIONS[module])
+        assert AWX_REQUIRED.get(module, {"name"}) <= set(obj), (module, obj["name"])
+    assert {ct["kind"] for ct in CONFIG["credential_types"]} <= CREDENTIAL_TYPE_KINDS
+    for src in CONFIG["inventory_sources"]:
+        assert src["inventory"] == CONFIG["inventory"]["name"] and src["source"] == "scm"
     for t in CONFIG["job_templates"]:
-        assert set(t) <= AWX_OPTIONS["job_template"], t["name"]
-    assert set(CONFIG["workflow"]) <= AWX_OPTIONS["workflow_job_template"]
+        assert (t["project"], t["inventory"]) == (CONFIG["project"]["name"], CONFIG["inventory"]["name"])
+
+
+CREDENTIALS = {c["name"]: c for c in CONFIG["credentials"]}
+TYPES = {ct["name"]: ct for ct in CONFIG["credential_types"]}
+
+
+def test_every_credential_is_of_a_type_that_exists():
+    for c in CONFIG["credentials"]:
+        assert c["credential_type"] in TYPES or c["credential_type"] in AWX_MANAGED_TYPES, c
+    assert "inputs" not in str(CONFIG["credentials"]), "secrets are given when the file is applied (docs/awx.md)"
 
 
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
 def test_the_playbook_exists_and_the_credentials_are_defined(name):
+    """awx.awx.job_template resolves `credentials` as names of credentials (not of credential types): each one is a
+    credential of this file, at most one of each type (AWX refuses two of one type)."""
     t = TEMPLATES[name]
     assert (REPO / t["playbook"]).is_file(), t["playbook"]
     assert t["job_type"] in ("run", "check")
-    known = {ct["name"] for ct in CONFIG["credential_types"]}
-    assert set(t.get("credentials", [])) <= known
+    unknown = set(t.get("credentials", [])) - set(CREDENTIALS)
+    assert not unknown, f"{name}: {sorted(unknown)} are not credentials of the file (credential types: {sorted(TYPES)})"
+    types = [CREDENTIALS[c]["credential_type"] for c in t.get("credentials", [])]
+    assert len(types) == len(set(types)), (name, types)
+
+
+def _host_play_groups(playbook: Path) -> set[str]:
+    """The groups of the plays that connect to hosts other than the controller."""
+    return {p["hosts"] for p in plays(playbook)} - {"cluster_controller", "localhost", "all", "all:localhost"}
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_a_template_with_host_plays_attaches_a_machine_credential(name):
+    t = TEMPLATES[name]
+    machine = [c for c in t.get("credentials", []) if CREDENTIALS[c]["credential_type"] == "Machine"]
+    assert bool(machine) is bool(_host_play_groups(REPO / t["playbook"])), (
+        name,
+        _host_play_groups(REPO / t["playbook"]),
+    )
+    kube = [c for c in t.get("credentials", []) if CREDENTIALS[c]["credential_type"] == "gpuops kubeconfig"]
+    assert bool(kube) is any(p["hosts"] == "cluster_controller" for p in plays(REPO / t["playbook"])), name
 
 
 def _questions():
@@ -147,11 +221,47 @@ def test_the_workflow_names_templates_and_nodes_that_exist():
     assert TEMPLATES[nodes["validate"]["unified_job_template"]["name"]]["job_type"] == "check"
 
 
-def test_the_inventory_source_is_a_gpu_nodes_file_of_the_project():
-    src = CONFIG["inventory"]["source"]
-    assert src["source_project"] == CONFIG["project"]["name"]
-    doc = yaml.safe_load((REPO / src["source_path"]).read_text())
-    assert doc["plugin"] == "gpuops.platform.gpu_nodes" and src["source_path"].endswith("gpu_nodes.yml")
+def test_the_inventory_sources_are_files_of_the_project():
+    """The GPU nodes (the gpu_nodes plugin, with the kubeconfig credential) and the controller, from the project."""
+    plugin = []
+    for src in CONFIG["inventory_sources"]:
+        assert src["source_project"] == CONFIG["project"]["name"]
+        doc = yaml.safe_load((REPO / src["source_path"]).read_text())
+        if "plugin" in doc:
+            assert doc["plugin"] == "gpuops.platform.gpu_nodes" and src["source_path"].endswith("gpu_nodes.yml")
+            assert CREDENTIALS[src["credential"]]["credential_type"] == "gpuops kubeconfig"
+            plugin.append(src["name"])
+    assert len(plugin) == 1, plugin
+
+
+def awx_inventory_update(source: dict, env: dict | None = None) -> dict:
+    """`ansible-inventory --list --export -i <project>/<source_path>` as an AWX inventory update runs it (jobs.py,
+    RunInventoryUpdate.build_args; the environment of STANDARD_INVENTORY_UPDATE_ENV), from the project directory."""
+    path = REPO / source["source_path"]
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_INVENTORY")}
+    run_env.update(AWX_INVENTORY_UPDATE_ENV, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), **(env or {}))
+    argv = ["ansible-inventory", "--list", "--export", "-i", str(path)]
+    argv += ["--playbook-dir", str(path if path.is_dir() else path.parent)]
+    r = subprocess.run(argv, capture_output=True, text=True, env=run_env, cwd=REPO, check=False)
+    assert r.returncode == 0, f"the update of {source['name']!r} failed: {r.stderr[-3000:]}"
+    return json.loads(r.stdout)
+
+
+def test_the_controller_and_the_site_variables_come_from_an_inventory_source():
+    """Every source that needs no cluster, updated as AWX updates it: together exactly one cluster_controller host
+    (local connection) and the site's group_vars (the GPU nodes' source, updated against the lab, is in
+    tests/integration/test_awx_jobs.py)."""
+    static = [s for s in CONFIG["inventory_sources"] if "plugin" not in (REPO / s["source_path"]).read_text()]
+    assert static, "no inventory source brings the cluster controller (only the GPU nodes' plugin)"
+    controllers, all_vars = [], {}
+    for src in static:
+        out = awx_inventory_update(src)
+        controllers += (out.get("cluster_controller") or {}).get("hosts", [])
+        all_vars.update((out.get("all") or {}).get("vars") or {})
+        hostvars = out["_meta"]["hostvars"]
+    assert controllers == ["localhost"], controllers
+    assert hostvars["localhost"]["ansible_connection"] == "local"
+    assert "gpuops_kubeconfig" in all_vars  # inventories/cluster/group_vars/all.yml
 
 
 def test_the_upgrade_survey_offers_only_versions_the_compatibility_table_knows():
