@@ -11,6 +11,9 @@
   ``gpuops.platform/role=<role>``: :func:`owner_labels`).
 - :func:`prune_objects`: the live objects carrying those labels that the variables no longer ask for, in the role's
   delete order. Objects without the labels (made by hand, or by another tool) are never touched.
+- :func:`split_on_missing_namespaces` (check mode): the objects the API server can dry-run, and those in a namespace
+  the run has only planned (its creation is a check-mode change too), which are reported as would-create.
+- :func:`labels_set_by`: the labels of an object a field manager set (and no other manager holds).
 - :func:`landing_findings`: every value the role asked for (each leaf of a built object's ``spec`` and its labels)
   must be the live object's value; one finding per object with one evidence line per field, naming the field, the
   wanted and the live value (a field the CRD does not know is pruned by the API server, silently).
@@ -197,3 +200,57 @@ def pods_started_before(
         if created and created < changed and not meta.get("deletionTimestamp"):
             out.append(str(meta.get("name")))
     return sorted(out)
+
+
+def split_on_missing_namespaces(
+    definitions: Iterable[Mapping[str, Any]], namespaces: Iterable[str], default_namespace: str | None = None
+) -> tuple[list[Obj], list[Obj]]:
+    """(objects to apply, objects to report as would-create) for a check-mode apply. An object in a namespace that
+    is not in ``namespaces`` (the live ones: a namespace this run creates is only planned in check mode) cannot be
+    dry-run by the API server (``namespaces "x" not found``); a real run creates it, so it is a planned creation.
+    ``default_namespace`` is the namespace of objects that name none (the task's ``namespace``); cluster-scoped
+    objects (no namespace either way) are applied."""
+    live = set(namespaces)
+    apply: list[Obj] = []
+    planned: list[Obj] = []
+    for obj in definitions:
+        ns = (obj.get("metadata") or {}).get("namespace") or default_namespace
+        (planned if ns and ns not in live else apply).append(plain(dict(obj)))
+    return apply, planned
+
+
+def planned_creation(obj: Mapping[str, Any], default_namespace: str | None = None) -> dict[str, Any]:
+    """The check-mode result of an object whose namespace a real run creates first: changed, method ``create``, the
+    object as it would be sent, and its diff (nothing before)."""
+    after = plain(dict(obj))
+    meta = after.setdefault("metadata", {})
+    if default_namespace and not meta.get("namespace"):
+        meta["namespace"] = default_namespace
+    where = f"{meta.get('namespace')}/{meta.get('name')}"
+    return {
+        "changed": True,
+        "method": "create",
+        "result": after,
+        "diff": {"before": {}, "after": after},
+        "msg": f"would create {after.get('kind')} {where}: its namespace does not exist yet (check mode; a real run "
+        "creates the namespace first)",
+    }
+
+
+def _label_fields(fields: Any) -> set[str]:
+    labels = ((fields or {}).get("f:metadata") or {}).get("f:labels") or {}
+    return {k[2:] for k in labels if isinstance(k, str) and k.startswith("f:")}
+
+
+def labels_set_by(obj: Mapping[str, Any], field_manager: str, keys: Iterable[str] | None = None) -> list[str]:
+    """The label keys of ``obj`` (``keys`` only, when given) that ``field_manager`` set and no other manager also
+    holds, from ``metadata.managedFields``: the labels to remove when what set them is removed. A label a user also
+    set (kubectl label, another tool) is held by that manager too, and is kept."""
+    entries = [e for e in (obj.get("metadata") or {}).get("managedFields") or [] if isinstance(e, Mapping)]
+    mine: set[str] = set()
+    others: set[str] = set()
+    for entry in entries:
+        (mine if entry.get("manager") == field_manager else others).update(_label_fields(entry.get("fieldsV1")))
+    present = set(((obj.get("metadata") or {}).get("labels") or {}).keys())
+    wanted = set(keys) if keys is not None else mine
+    return sorted((mine - others) & present & wanted)

@@ -1,0 +1,121 @@
+# Copyright (c) 2026, gpuops.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Action plugin of gpuops.platform.k8s_apply: kubernetes.core.k8s (its own action plugin, so kubeconfig, src and
+template behave as there), except in check mode for the objects whose namespace does not exist yet - a namespace the
+run creates earlier is only planned in check mode, and the API server cannot dry-run an object in it (``namespaces
+"x" not found``). Those are reported as would-create (changed, with their diff); the others are dry-run as usual.
+The split is ``_owned.split_on_missing_namespaces``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from ansible.plugins.action import ActionBase
+from ansible_collections.gpuops.platform.plugins.module_utils import _owned
+
+K8S = "kubernetes.core.k8s"
+# the connection options a namespace read takes from the task (kubernetes.core's k8s_auth_options)
+AUTH = (
+    "kubeconfig",
+    "context",
+    "host",
+    "api_key",
+    "username",
+    "password",
+    "validate_certs",
+    "ca_cert",
+    "client_cert",
+    "client_key",
+    "proxy",
+    "no_proxy",
+    "proxy_headers",
+    "persist_config",
+    "impersonate_user",
+    "impersonate_groups",
+)
+
+
+def definitions_of(definition: Any) -> list[dict[str, Any]] | None:
+    """The objects of a task's ``definition`` (a dict, a list, or YAML text of one or more documents); None when
+    there is none (the task names its object by kind and name, or uses src or template)."""
+    if definition is None:
+        return None
+    docs = list(yaml.safe_load_all(definition)) if isinstance(definition, str) else definition
+    if isinstance(docs, dict):
+        docs = [docs]
+    if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs if d is not None):
+        return None
+    return [d for d in docs if d]
+
+
+def merge_results(applied: dict[str, Any] | None, planned: list[dict[str, Any]], diff: bool) -> dict[str, Any]:
+    """One task result from kubernetes.core.k8s's (``applied``: None when every object was planned) and the planned
+    creations, shaped as kubernetes.core.k8s shapes one (a single object) or several (``result.results``)."""
+    if not diff:
+        planned = [{k: v for k, v in p.items() if k != "diff"} for p in planned]
+    if applied is None and len(planned) == 1:
+        return planned[0]
+    results: list[dict[str, Any]] = []
+    if applied is not None:
+        inner = applied.get("result") or {}
+        results = list(inner["results"]) if isinstance(inner, dict) and "results" in inner else [applied]
+    results += planned
+    out: dict[str, Any] = {"changed": any(r.get("changed") for r in results), "result": {"results": results}}
+    if diff:
+        diffs = [r["diff"] for r in results if r.get("diff")]
+        if diffs:
+            out["diff"] = diffs
+    return out
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def _run_k8s(self, module: str, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        task = self._task.copy()
+        task.args = args
+        task.action = module
+        action = self._shared_loader_obj.action_loader.get(
+            module,
+            task=task,
+            connection=self._connection,
+            play_context=self._play_context,
+            loader=self._loader,
+            templar=self._templar,
+            shared_loader_obj=self._shared_loader_obj,
+        )
+        return action.run(task_vars=task_vars)
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        objs = definitions_of(args.get("definition"))
+        if not self._task.check_mode or args.get("state", "present") == "absent" or not objs:
+            result.update(self._run_k8s(K8S, args, task_vars))
+            return result
+        default_ns = args.get("namespace")
+        wanted = {(o.get("metadata") or {}).get("namespace") or default_ns for o in objs} - {None, ""}
+        if not wanted:
+            result.update(self._run_k8s(K8S, args, task_vars))
+            return result
+        read = self._run_k8s(
+            "kubernetes.core.k8s_info",
+            {**{k: args[k] for k in AUTH if k in args}, "kind": "Namespace", "api_version": "v1"},
+            task_vars,
+        )
+        if read.get("failed"):  # the namespaces could not be read (its invocation says so): that failure
+            result.update(read)
+            return result
+        live = [r["metadata"]["name"] for r in read.get("resources") or []]
+        apply, planned = _owned.split_on_missing_namespaces(objs, live, default_ns)
+        applied = self._run_k8s(K8S, {**args, "definition": apply}, task_vars) if apply else None
+        if applied is not None and applied.get("failed"):
+            result.update(applied)
+            return result
+        diff = bool(self._task.diff if self._task.diff is not None else self._play_context.diff)
+        result.update(merge_results(applied, [_owned.planned_creation(p, default_ns) for p in planned], diff))
+        return result

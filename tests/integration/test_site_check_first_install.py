@@ -1,0 +1,106 @@
+"""`ansible-playbook site.yml -i inventories/local --check` on a first install (issue 27 §3): every layer enabled, in
+namespaces that do not exist yet (fresh names, so the session's lab serves as a fresh one: each role's namespace is
+created in the same run, and check mode only plans it). The run passes, reports changes (an object in a namespace the
+run creates is a would-create, with its diff), and changes nothing: every object of every listable kind, and the nodes'
+labels and annotations, are the same before and after.
+
+Before the fix it failed at gpu_sharing "Device-plugin ConfigMap": namespaces "gpu-operator" not found."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import uuid
+from pathlib import Path
+
+from gpuops_lab import nodes as lab_nodes
+from kubernetes import client, dynamic
+
+REPO = Path(__file__).resolve().parents[2]
+# written by controllers on their own schedule, not by a playbook
+VOLATILE = {"Event", "Lease", "Endpoints", "EndpointSlice", "Pod"}
+
+
+def snapshot(api_client) -> dict[tuple[str, str, str], str]:
+    """Every object of every listable kind (but VOLATILE), keyed by (apiVersion/kind, namespace, name), valued by its
+    resourceVersion; Nodes by their labels and annotations instead (kwok's heartbeats move their resourceVersion)."""
+    dyn = dynamic.DynamicClient(api_client)
+    out: dict[tuple[str, str, str], str] = {}
+    for res in dyn.resources.search():
+        verbs = getattr(res, "verbs", None) or []
+        if "list" not in verbs or "/" in (res.name or "") or res.kind in VOLATILE or res.kind.endswith("List"):
+            continue
+        try:
+            items = dyn.get(res).items
+        except Exception:  # noqa: BLE001 - an aggregated or review-only kind without a usable list: not ours
+            continue
+        for it in items:
+            meta = it.metadata
+            key = (f"{res.group_version}/{res.kind}", meta.namespace or "", meta.name)
+            if res.kind == "Node":
+                out[key] = json.dumps([dict(meta.labels or {}), dict(meta.annotations or {})], sort_keys=True)
+            else:
+                out[key] = str(meta.resourceVersion)
+    return out
+
+
+def test_site_check_on_a_first_install_passes_reports_changes_and_changes_nothing(cluster, tmp_path):
+    lab_nodes.sync_inventory(lab_nodes.api(cluster.cfg), hosts_root=cluster.cfg.hosts)
+    core = client.CoreV1Api(cluster.api_client)
+    t = uuid.uuid4().hex[:6]
+    fresh = {
+        "nfd_namespace": f"chk-{t}-nfd",
+        "gpu_operator_namespace": f"chk-{t}-gpu-operator",
+        "gpu_sharing_namespace": f"chk-{t}-gpu-operator",
+        "network_operator_namespace": f"chk-{t}-network-operator",
+        "sriov_network_operator_namespace": f"chk-{t}-sriov",
+        "kueue_namespace": f"chk-{t}-kueue",
+        "volcano_namespace": f"chk-{t}-volcano",
+        "kai_scheduler_namespace": f"chk-{t}-kai",
+        "monitoring_namespace": f"chk-{t}-monitoring",
+        "smoke_tests_namespace": f"chk-{t}-smoke",
+    }
+    assert not set(fresh.values()) & {n.metadata.name for n in core.list_namespace().items}
+    extra = {
+        **fresh,
+        # every layer: the local inventory's (NFD, GPU Operator, sharing, Network Operator, Kueue, monitoring) and
+        # the SR-IOV Network Operator and the smoke tests
+        "gpuops_sriov_network_operator_managed": True,
+        "gpuops_smoke_tests_managed": True,
+        # Kueue's teams in namespaces the run creates
+        "kueue_teams": [
+            {
+                "name": "research",
+                "namespaces": [f"chk-{t}-research"],
+                "quotas": [{"flavor": "NVIDIA-H100-80GB-HBM3-SHARED", "resources": {"nvidia.com/gpu": 8}}],
+            }
+        ],
+    }
+    extra_file = tmp_path / "extra.json"
+    extra_file.write_text(json.dumps(extra))
+    env = {
+        **os.environ,
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "GPUOPS_LAB_STATE": str(cluster.cfg.state),
+    }
+    before = snapshot(cluster.api_client)
+    r = subprocess.run(
+        ["ansible-playbook", "site.yml", "-i", "inventories/local", "--check", "--diff", "-v", "-e", f"@{extra_file}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    after = snapshot(cluster.api_client)
+    out = r.stdout
+    assert r.returncode == 0, out[-6000:]
+    recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", out)
+    assert recap and int(recap.group(1)) > 0, out[-3000:]
+    # the object of the issue: reported as would-create in the namespace the run creates, with its diff
+    assert f"would create ConfigMap chk-{t}-gpu-operator/" in out, out[-6000:]
+    changed = {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed == {}, changed

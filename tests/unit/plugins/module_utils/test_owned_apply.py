@@ -1,0 +1,102 @@
+"""_owned's check-mode split (objects in a namespace the run only plans are would-create, issue 27 §3) and the labels
+a field manager set (uninstall removes the guards' driver labels and only those, issue 27 §7)."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpuops.platform.plugins.action.k8s_apply import definitions_of, merge_results
+from ansible_collections.gpuops.platform.plugins.module_utils import _owned
+
+
+def _cm(name, namespace=None):
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}}
+
+
+@pytest.mark.parametrize(
+    ("objs", "live", "default", "apply", "planned"),
+    [
+        # the namespace exists: dry-run by the API server
+        ([_cm("a", "gpu-operator")], ["gpu-operator"], None, ["a"], []),
+        # a fresh cluster: the run creates gpu-operator first, check mode only plans it
+        ([_cm("a", "gpu-operator")], ["default"], None, [], ["a"]),
+        # mixed: each object on its own
+        ([_cm("a", "research"), _cm("b", "inference")], ["research"], None, ["a"], ["b"]),
+        # the task's namespace for objects that name none
+        ([_cm("a")], ["default"], "gpu-operator", [], ["a"]),
+        ([_cm("a")], ["gpu-operator"], "gpu-operator", ["a"], []),
+        # cluster-scoped (no namespace either way): applied
+        ([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}], [], None, ["x"], []),
+    ],
+)
+def test_split_on_missing_namespaces(objs, live, default, apply, planned):
+    got_apply, got_planned = _owned.split_on_missing_namespaces(objs, live, default)
+    assert [o["metadata"]["name"] for o in got_apply] == apply
+    assert [o["metadata"]["name"] for o in got_planned] == planned
+
+
+def test_planned_creation_is_a_change_with_the_object_as_diff():
+    got = _owned.planned_creation(_cm("a"), "gpu-operator")
+    want = {**_cm("a", "gpu-operator")}
+    assert got["changed"] is True and got["method"] == "create"
+    assert got["result"] == want and got["diff"] == {"before": {}, "after": want}
+    assert "would create ConfigMap gpu-operator/a" in got["msg"] and "namespace does not exist yet" in got["msg"]
+
+
+def test_merge_results_shapes_one_or_several_as_kubernetes_core_does():
+    one = _owned.planned_creation(_cm("a", "x"))
+    assert merge_results(None, [one], diff=True) == one
+    assert "diff" not in merge_results(None, [one], diff=False)
+    applied = {"changed": False, "method": "apply", "result": {"metadata": {"name": "b"}}, "diff": {}}
+    got = merge_results(applied, [one], diff=True)
+    assert got["changed"] is True
+    assert [r.get("method") for r in got["result"]["results"]] == ["apply", "create"]
+    assert got["diff"] == [one["diff"]]
+    several = {"changed": True, "result": {"results": [{"changed": True}, {"changed": False}]}}
+    assert len(merge_results(several, [one], diff=False)["result"]["results"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("definition", "want"),
+    [
+        (None, None),
+        (_cm("a"), 1),
+        ([_cm("a"), _cm("b")], 2),
+        ("kind: ConfigMap\nmetadata: {name: a}\n---\nkind: ConfigMap\nmetadata: {name: b}\n", 2),
+    ],
+)
+def test_definitions_of(definition, want):
+    got = definitions_of(definition)
+    assert (None if got is None else len(got)) == want
+
+
+def _node(labels, *entries):
+    managed = [
+        {"manager": m, "operation": op, "fieldsV1": {"f:metadata": {"f:labels": {f"f:{k}": {} for k in keys}}}}
+        for m, op, keys in entries
+    ]
+    return {"metadata": {"name": "n", "labels": labels, "managedFields": managed}}
+
+
+DRIVER = "nvidia.com/gpu.deploy.driver"
+GUARDS = "gpuops-gpu-operator-guards"
+
+
+@pytest.mark.parametrize(
+    ("node", "want"),
+    [
+        # the guards set it: removed at uninstall
+        (_node({DRIVER: "false"}, (GUARDS, "Apply", [DRIVER])), [DRIVER]),
+        # a user had set it too (kubectl label): theirs as well, kept
+        (_node({DRIVER: "false"}, (GUARDS, "Apply", [DRIVER]), ("kubectl-label", "Update", [DRIVER])), []),
+        # set by someone else only: never touched
+        (_node({DRIVER: "false"}, ("kubectl-label", "Update", [DRIVER])), []),
+        # the guards' other labels are not asked for
+        (_node({DRIVER: "false", "x": "1"}, (GUARDS, "Apply", [DRIVER, "x"])), [DRIVER]),
+        # gone already (managedFields lag nothing, but be safe): nothing to remove
+        (_node({}, (GUARDS, "Apply", [DRIVER])), []),
+        ({"metadata": {"name": "n"}}, []),
+    ],
+)
+def test_labels_set_by(node, want):
+    assert _owned.labels_set_by(node, GUARDS, [DRIVER]) == want
