@@ -150,3 +150,55 @@ def test_host_driver_node_is_labelled_from_the_guard_results(site, cluster, add_
         "nvidia.com/gpu.deploy.driver" not in labels[l40s_node]
         or labels[l40s_node]["nvidia.com/gpu.deploy.driver"] != "false"
     )
+
+
+def test_uninstall_removes_the_driver_labels_the_guards_set_and_keeps_the_users(site, cluster, add_nodes, core):
+    """Issue 27 §7: the guards label the DGX's node nvidia.com/gpu.deploy.driver=false (server-side apply, field
+    manager gpuops-gpu-operator-guards); gpu_operator_state absent (uninstall.yml) removes that label - --check first
+    changes nothing - and keeps the same label a user set by hand on another node."""
+    dgx_node, users_node = add_nodes("dgx-h100", 2)
+    inv = site["inv"]
+    inv["all"]["children"]["gpu_nodes"]["hosts"]["dgx"]["gpuops_node_name"] = dgx_node
+    inv["all"]["vars"]["gpuops_kubeconfig"] = cluster.kubeconfig
+    del inv["all"]["children"]["gpu_nodes"]["hosts"]["l40s"]
+    play_ = guard_play()
+    play_["vars"] = {"gpu_operator_driver_enabled": True, "gpu_operator_exclude_host_driver_nodes": True}
+    pb = site["dir"] / "site-driver-container.yml"
+    pb.write_text(
+        yaml.safe_dump([{"ansible.builtin.import_playbook": str(REPO / "playbooks/prepare_hosts.yml")}, play_])
+    )
+    r = play(write(site, inv), pb)
+    assert r.returncode == 0, r.stdout[-5000:]
+    label = "nvidia.com/gpu.deploy.driver"
+    core.patch_node(users_node, {"metadata": {"labels": {label: "false"}}})  # by hand, as kubectl label does
+    assert core.read_node(dgx_node).metadata.labels.get(label) == "false"
+
+    absent = site["dir"] / "gpu-operator-absent.yml"
+    absent.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "GPU Operator absent",
+                    "hosts": "cluster_controller",
+                    "gather_facts": False,
+                    "roles": [
+                        {
+                            "role": "gpuops.platform.gpu_operator",
+                            "vars": {
+                                "gpu_operator_state": "absent",
+                                "gpu_operator_namespace": f"guards-{dgx_node}"[:63],
+                                "gpuops_chart_repo_mirror": cluster.chart_repo_url,
+                            },
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    r = play(write(site, inv), absent, "--check")
+    assert r.returncode == 0, r.stdout[-5000:]
+    assert core.read_node(dgx_node).metadata.labels.get(label) == "false", "check mode changed the node"
+    r = play(write(site, inv), absent)
+    assert r.returncode == 0, r.stdout[-5000:]
+    assert label not in (core.read_node(dgx_node).metadata.labels or {}), "the guards' label is left"
+    assert core.read_node(users_node).metadata.labels.get(label) == "false", "the user's label was removed"
