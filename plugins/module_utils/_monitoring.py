@@ -412,9 +412,15 @@ def pick_prometheus(
     return next(iter(by_name.values()), None), []
 
 
+# Grafana's admin Secret (the grafana chart's admin.existingSecret, userKey, passwordKey defaults)
+GRAFANA_ADMIN_SECRET = "gpuops-grafana-admin"
+GRAFANA_ADMIN_KEYS = ("admin-user", "admin-password")
+
+
 def chart_values(variables: Mapping[str, Any]) -> tuple[dict[str, Any], list[Finding]]:
     """install: the values the role sets - Grafana's dashboard sidecar on the role's dashboard label (so the
-    dashboards land in the Grafana the release runs). The sidecar reads one label."""
+    dashboards land in the Grafana the release runs; the sidecar reads one label), and with an admin password the
+    name of the Secret the role keeps it in (the password itself is never a chart value)."""
     labels = dict(variables.get("monitoring_dashboard_labels") or {})
     dashboards = bool(variables.get("monitoring_dashboards", True))
     if str(variables.get("monitoring_mode") or "install") != "install":
@@ -435,7 +441,15 @@ def chart_values(variables: Mapping[str, Any]) -> tuple[dict[str, Any], list[Fin
     if dashboards:
         ((key, value),) = labels.items()
         sidecar.update(label=str(key), labelValue=str(value))
-    return {"grafana": {"sidecar": {"dashboards": sidecar}}}, []
+    grafana: dict[str, Any] = {"sidecar": {"dashboards": sidecar}}
+    if variables.get("monitoring_grafana_admin_password"):
+        # the role writes this Secret (tasks/admin_secret.yml); the chart gets its name, never the password
+        grafana["admin"] = {
+            "existingSecret": str(variables.get("monitoring_grafana_admin_secret") or GRAFANA_ADMIN_SECRET),
+            "userKey": GRAFANA_ADMIN_KEYS[0],
+            "passwordKey": GRAFANA_ADMIN_KEYS[1],
+        }
+    return {"grafana": grafana}, []
 
 
 OPERATED_SERVICE = {"name": "prometheus-operated", "port": "web"}  # the Prometheus Operator's governing Service

@@ -677,3 +677,38 @@ def test_network_operator_bundled_sriov_renders_its_own_operator_config_unless_t
     role = _network.chart_values({"mode": "sriov"})
     assert not [d for d in render(NETOP, **role) if d["kind"] == "SriovOperatorConfig"]
     one(render(NETOP, **role), "Deployment", "sriov-network-operator")  # the bundled operator itself still runs
+
+
+# ---------------------------------------------------------------------------------------------- kube-prometheus-stack
+KPS = CHARTS / "kube-prometheus-stack"
+
+
+def _grafana_admin_refs(docs: list[dict]) -> set[tuple[str, str]]:
+    dep = one(docs, "Deployment", "rel-grafana")
+    (grafana,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "grafana"]
+    return {(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"]) for e in grafana["env"]}
+
+
+def test_kube_prometheus_stack_grafana_admin_from_the_role_secret_not_the_values():
+    """Upstream's default: the chart writes <release>-grafana from grafana.adminUser/adminPassword (prom-operator),
+    values anyone who reads the release sees. With the role's values (a password given) the Deployment reads the
+    Secret the role writes and the chart writes none."""
+    from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring
+
+    default = render(KPS)
+    assert _grafana_admin_refs(default) == {("rel-grafana", "admin-user"), ("rel-grafana", "admin-password")}
+    one(default, "Secret", "rel-grafana")
+    role, _ = _monitoring.chart_values(
+        {
+            "monitoring_mode": "install",
+            "monitoring_dashboard_labels": {"g": "1"},
+            "monitoring_grafana_admin_password": "x",
+        }
+    )
+    docs = render(KPS, **role)
+    assert _grafana_admin_refs(docs) == {
+        ("gpuops-grafana-admin", "admin-user"),
+        ("gpuops-grafana-admin", "admin-password"),
+    }
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    assert "pw-9f3Kq" not in json.dumps(role) + json.dumps(docs)

@@ -490,6 +490,38 @@ def test_pick_prometheus():
         ({"monitoring_dashboards": False}, {"grafana": {"sidecar": {"dashboards": {"enabled": False}}}}, []),
         ({"monitoring_dashboard_labels": {"a": "1", "b": "2"}}, {}, ["monitoring-dashboard-labels"]),
         ({"monitoring_mode": "attach", "monitoring_dashboard_labels": {"a": "1", "b": "2"}}, {}, []),
+        (  # an admin password: the chart gets the Secret's name, never the password
+            {"monitoring_dashboards": False, "monitoring_grafana_admin_password": "s3cret-pw"},
+            {
+                "grafana": {
+                    "sidecar": {"dashboards": {"enabled": False}},
+                    "admin": {
+                        "existingSecret": "gpuops-grafana-admin",
+                        "userKey": "admin-user",
+                        "passwordKey": "admin-password",
+                    },
+                }
+            },
+            [],
+        ),
+        (
+            {
+                "monitoring_dashboards": False,
+                "monitoring_grafana_admin_password": "s3cret-pw",
+                "monitoring_grafana_admin_secret": "grafana-admin",
+            },
+            {
+                "grafana": {
+                    "sidecar": {"dashboards": {"enabled": False}},
+                    "admin": {
+                        "existingSecret": "grafana-admin",
+                        "userKey": "admin-user",
+                        "passwordKey": "admin-password",
+                    },
+                }
+            },
+            [],
+        ),
     ],
 )
 def test_install_chart_values(variables, values, expect):
