@@ -8,7 +8,8 @@ DOCUMENTATION = r"""
 name: run_holder
 short_description: The identity of this ansible-playbook run, as it holds a release's Lease
 version_added: 0.2.0
-author: gpuops.platform maintainers
+author:
+  - gpuops.platform contributors (@gpuops)
 description:
   - Returns C(gpuops.platform <user>@<host> pid <pid> started <UTC time>) for the controller process running the
     playbook (the parent of the worker that evaluates the lookup) and the time it started (read from C(/proc) on

@@ -204,4 +204,4 @@ class Keeper:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(timeout=10.0)  # a renewal stuck on the API server does not hold the module
