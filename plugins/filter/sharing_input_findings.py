@@ -8,11 +8,13 @@ DOCUMENTATION = r"""
 name: sharing_input_findings
 short_description: Input rules of the gpu_sharing role (pools, MIG strategy)
 version_added: 0.2.0
+positional: groups
 author: gpuops.platform maintainers
 description:
   - The input rules of the gpu_sharing role (the collection's private module_utils C(_sharing),
     C(pool_input_findings)) - each pool field by field (model, name, group or node selector, replicas, MIG name...),
-    duplicate names, MPS with the C(mixed) MIG strategy.
+    duplicate names, MPS with the C(mixed) MIG strategy; with O(groups), what the inventory settles about pools that
+    name a group.
   - Returns the findings C({id, severity, object, evidence, cause, fix}); each names the variable path.
 options:
   _input:
@@ -21,6 +23,11 @@ options:
         C(gpu_sharing_mig_configs)).
     type: dict
     required: true
+  groups:
+    description:
+      - The inventory's groups (Ansible's C(groups)); with them, a pool's C(group) the inventory lacks, a group
+        without hosts, and a host in two pools' groups are findings too (before any change, no cluster read).
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -44,11 +51,14 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _sharing  # noqa: E402
 
 
-def sharing_input_findings(variables):
+def sharing_input_findings(variables, groups=None):
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("sharing_input_findings expects the gpu_sharing_* variables as a dict")
+    if groups is not None and not isinstance(groups, Mapping):
+        raise AnsibleFilterError("sharing_input_findings: groups is the inventory's groups (a dict)")
+    groups = None if groups is None else {str(g): [str(h) for h in hosts or []] for g, hosts in groups.items()}
     return _sharing.pool_input_findings(
-        variables.get(_sharing.VAR_POOLS), variables.get(_sharing.VAR_MIG_STRATEGY, "single")
+        variables.get(_sharing.VAR_POOLS), variables.get(_sharing.VAR_MIG_STRATEGY, "single"), groups
     ) + _sharing.mig_configs_input_findings(variables.get(_sharing.VAR_MIG_CONFIGS))
 
 

@@ -205,11 +205,71 @@ def _pool_findings(i: int, pool: Any) -> list[Finding]:
     return out
 
 
-def pool_input_findings(pools: Any, mig_strategy: Any = "single") -> list[Finding]:
-    """Bad input before any change."""
+def group_pool_findings(pools: Sequence[Any], groups: Mapping[str, Sequence[str]]) -> list[Finding]:
+    """What the inventory alone settles about pools that name a group (``groups``: group -> hosts, Ansible's
+    ``groups``), before any change: a group the inventory does not have (with the nearest name), a group without
+    hosts, and a host in two pools' groups (one node, two sharing models). Pools by node selector need the
+    cluster's labels (:func:`pool_members`)."""
+    import difflib
+
+    out: list[Finding] = []
+    owners: dict[str, list[str]] = {}
+    for i, pool in enumerate(pools):
+        if not isinstance(pool, Mapping) or not isinstance(pool.get("group"), str) or not pool["group"]:
+            continue
+        name, group = str(pool.get("name")), pool["group"]
+        if group not in groups:
+            near = difflib.get_close_matches(group, sorted(g for g in groups if g not in ("all", "ungrouped")), n=1)
+            out.append(
+                _finding(
+                    "sharing-pool-group-unknown",
+                    "variable",
+                    f"{VAR_POOLS}[{i}].group",
+                    [f"pool {name}: group {group}; the inventory's groups: {', '.join(sorted(groups)) or '(none)'}"],
+                    "The inventory has no such group: the pool would select no node.",
+                    f"did you mean {near[0]}? Set the pool's group to an inventory group of GPU hosts."
+                    if near
+                    else "Set the pool's group to an inventory group of GPU hosts, or add the group to the inventory.",
+                )
+            )
+            continue
+        if not groups[group]:
+            out.append(
+                _finding(
+                    "sharing-pool-empty",
+                    "variable",
+                    f"{VAR_POOLS}[{i}].group",
+                    [f"pool {name}: inventory group {group} has no hosts"],
+                    "A pool that selects no node configures nothing, which is most likely a mistake.",
+                    "Add the GPU hosts to the group, or remove the pool.",
+                )
+            )
+        for host in groups[group]:
+            owners.setdefault(str(host), []).append(f"{name} (group {group})")
+    for host, names in sorted(owners.items()):
+        if len(names) > 1:
+            out.append(
+                _finding(
+                    "sharing-node-in-two-pools",
+                    "Node",
+                    host,
+                    [f"host {host} is in pools {', '.join(names)}"],
+                    "A node has one sharing model: one device-plugin config and one MIG layout.",
+                    "Narrow the pools' groups so that each GPU host is in one pool.",
+                )
+            )
+    return out
+
+
+def pool_input_findings(
+    pools: Any, mig_strategy: Any = "single", groups: Mapping[str, Sequence[str]] | None = None
+) -> list[Finding]:
+    """Bad input before any change; with ``groups`` (the inventory's), also what it settles about group pools."""
     if not isinstance(pools, list):
         return [_bad(VAR_POOLS, pools, "The pools are a list.", "Write gpu_sharing_pools as a YAML list.")]
     out: list[Finding] = []
+    if groups is not None:
+        out += group_pool_findings(pools, groups)
     if mig_strategy not in MIG_STRATEGIES:
         out.append(_bad(VAR_MIG_STRATEGY, mig_strategy, "The MIG strategies are single and mixed.", "Pick one."))
     for i, pool in enumerate(pools):

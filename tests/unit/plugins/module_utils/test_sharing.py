@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ansible_collections.gpuops.platform.plugins.filter.sharing_input_findings import sharing_input_findings
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_catalog as cat
 from ansible_collections.gpuops.platform.plugins.module_utils import _sharing as sh
 
@@ -255,3 +256,50 @@ def test_capacity_findings(advertised: dict[str, str], wrong: list[str]) -> None
     found = sh.capacity_findings({"n1": {"nvidia.com/gpu": 16}}, {"n1": advertised}, {"n1": "l40s-shared"})
     assert [e for f in found for e in f["evidence"][1:]] == wrong
     assert all(f["id"] == "sharing-capacity-mismatch" and f["object"]["name"] == "n1" for f in found)
+
+
+GROUPS = {
+    "all": ["h1", "h2", "h3", "ctl"],
+    "ungrouped": [],
+    "dgx_h100": ["h1", "h2"],
+    "l40s": ["h3"],
+    "spare": [],
+    "h100_mig": ["h2"],
+}
+
+
+@pytest.mark.parametrize(
+    ("pools", "expect"),
+    [
+        (
+            [
+                {"name": "a", "model": "exclusive", "group": "dgx_h100"},
+                {"name": "b", "model": "exclusive", "group": "l40s"},
+            ],
+            [],
+        ),
+        (
+            [{"name": "a", "model": "exclusive", "group": "dgx_h10"}],
+            [("sharing-pool-group-unknown", "gpu_sharing_pools[0].group", "did you mean dgx_h100?")],
+        ),
+        (
+            [{"name": "a", "model": "exclusive", "group": "spare"}],
+            [("sharing-pool-empty", "gpu_sharing_pools[0].group", "")],
+        ),
+        (  # two pools, one host: one node cannot have two sharing models
+            [
+                {"name": "a", "model": "time_slicing", "group": "dgx_h100", "replicas": 4},
+                {"name": "b", "model": "mig", "group": "h100_mig", "mig_config": "all-1g.10gb"},
+            ],
+            [("sharing-node-in-two-pools", "h2", "pools a (group dgx_h100), b (group h100_mig)")],
+        ),
+        ([{"name": "a", "model": "exclusive", "node_selector": {"x": "y"}}], []),  # the cluster's labels decide later
+    ],
+)
+def test_inventory_settles_group_pools_before_any_change(pools, expect):
+    found = sharing_input_findings({"gpu_sharing_pools": pools}, GROUPS)
+    assert [(f["id"], f["object"]["name"]) for f in found] == [(i, n) for i, n, _ in expect], found
+    for f, (_, _, words) in zip(found, expect, strict=True):
+        assert words in " ".join([*f["evidence"], f["cause"], f["fix"]])
+    # without the inventory's groups (a caller that has none), only the pools' own fields are checked
+    assert sharing_input_findings({"gpu_sharing_pools": pools}) == []
