@@ -93,6 +93,14 @@ options:
 notes:
   - The user needs C(list) on nodes, C(clusterpolicies.nvidia.com), C(resourceslices.resource.k8s.io) and ConfigMaps
     in O(operator_namespace).
+  - A kubeconfig that does not exist, does not parse, or lacks the current or the requested context is an error
+    before any request and before the cache; so is a cluster that does not answer, without a cached inventory.
+    Ansible makes a plugin's error a warning and goes on with an empty inventory unless C([inventory]
+    unparsed_is_failed) (and C(any_unparsed_is_failed) for one source among several) is set, as the collection's
+    C(ansible.cfg) does.
+  - With O(cache), the inventory is cached per source file, cluster (its server and context) and selection
+    (O(node_selector), O(operator_namespace), O(address_type)); a cluster's cached inventory answers while its API
+    server is unreachable, never for another cluster.
 """
 
 EXAMPLES = r"""
