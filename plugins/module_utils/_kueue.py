@@ -723,20 +723,65 @@ def capacity_findings(
     return out
 
 
-def chart_values(variables: Mapping[str, Any]) -> dict[str, Any]:
-    """The chart values the role sets: the manager's Configuration (integrations, the rest as upstream's default)
-    and the image pinned to the chart's version (upstream's values name a staging image with pullPolicy Always)."""
-    version = str(variables.get("kueue_chart_version") or "")
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
-        "webhook": {"port": 9443},
-        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-        "manageJobsWithoutQueueName": bool(variables.get("kueue_manage_jobs_without_queue_name", False)),
-        "integrations": {"frameworks": list(variables.get("kueue_integrations") or ["batch/job"])},
+# The manager Configuration of the pinned chart (kubernetes-sigs/kueue v0.19.2, charts/kueue/values.yaml
+# managerConfig.controllerManagerConfigYaml, read from the Go module zip sigs.k8s.io/kueue@v0.19.2). The chart takes
+# the Configuration as one YAML string, so a role that sets two keys of it must give all of it: these defaults stay
+# (the API client's qps 300 / burst 500 and the reconcilers' concurrency, which Kueue's own defaults make 20 / 30 and
+# 1), the role's keys go over them. tests/fixtures/charts/kueue/values.yaml carries the same string.
+UPSTREAM_MANAGER_CONFIG: dict[str, Any] = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+    "kind": "Configuration",
+    "health": {"healthProbeBindAddress": ":8081"},
+    "metrics": {"bindAddress": ":8443"},
+    "webhook": {"port": 9443},
+    "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+    "controller": {
+        "groupKindConcurrency": {
+            "Job.batch": 5,
+            "Pod": 5,
+            "Workload.kueue.x-k8s.io": 10,
+            "LocalQueue.kueue.x-k8s.io": 5,
+            "ClusterQueue.kueue.x-k8s.io": 5,
+            "ResourceFlavor.kueue.x-k8s.io": 1,
+        }
+    },
+    "clientConnection": {"qps": 300, "burst": 500},
+    "integrations": {
+        "frameworks": [
+            "batch/job",
+            "kubeflow.org/mpijob",
+            "ray.io/rayjob",
+            "ray.io/rayservice",
+            "ray.io/raycluster",
+            "jobset.x-k8s.io/jobset",
+            "workload.codeflare.dev/appwrapper",
+            "trainer.kubeflow.org/trainjob",
+            "pod",
+            "deployment",
+            "statefulset",
+            "leaderworkerset.x-k8s.io/leaderworkerset",
+        ]
+    },
+}
+
+
+def manager_config(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The manager's Configuration: upstream's default for the pinned chart with the role's keys over it
+    (the integrations and manageJobsWithoutQueueName), merged, never replaced."""
+    config = json.loads(json.dumps(UPSTREAM_MANAGER_CONFIG))
+    config["manageJobsWithoutQueueName"] = bool(variables.get("kueue_manage_jobs_without_queue_name", False))
+    config["integrations"] = {
+        **config["integrations"],
+        "frameworks": list(variables.get("kueue_integrations") or ["batch/job"]),
     }
+    return config
+
+
+def chart_values(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The chart values the role sets: the manager's Configuration (:func:`manager_config`) and the image pinned to
+    the chart's version (upstream's values name a staging image with pullPolicy Always)."""
+    version = str(variables.get("kueue_chart_version") or "")
+    config = manager_config(variables)
     return {
         "controllerManager": {"manager": {"image": {**IMAGE, "tag": f"v{version}"}}},
         # a JSON document is a YAML document: the chart reads it with fromYaml

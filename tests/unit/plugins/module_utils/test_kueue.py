@@ -325,6 +325,28 @@ def test_chart_values_pin_the_image_and_carry_the_configuration():
     assert conf["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
 
 
+def test_the_manager_configuration_keeps_the_charts_defaults():
+    """The chart's whole controllerManagerConfigYaml is one value: the role's must carry every key of the pinned
+    chart's default (the fixture chart mirrors upstream's string), with only the role's keys changed."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    chart = Path(__file__).resolve().parents[3] / "fixtures" / "charts" / "kueue" / "values.yaml"
+    default = yaml.safe_load(yaml.safe_load(chart.read_text())["managerConfig"]["controllerManagerConfigYaml"])
+    conf = json.loads(
+        kq.chart_values(variables(kueue_integrations=["pod"]))["managerConfig"]["controllerManagerConfigYaml"]
+    )
+    assert conf["clientConnection"] == {"qps": 300, "burst": 500}
+    assert conf["controller"]["groupKindConcurrency"]["Workload.kueue.x-k8s.io"] == 10
+    role_keys = {"integrations", "manageJobsWithoutQueueName"}
+    assert {k: v for k, v in conf.items() if k not in role_keys} == {
+        k: v for k, v in default.items() if k not in role_keys
+    }
+    assert kq.UPSTREAM_MANAGER_CONFIG == default
+
+
 LIVE = [
     {"apiVersion": kq.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "old", "labels": kq.OWNER_LABELS}},
     {"apiVersion": kq.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": "gone", "labels": kq.OWNER_LABELS}},
