@@ -58,7 +58,12 @@ status: venv
 down:
 	@if [ -x $(PY) ]; then $(LAB) down; else echo "no virtualenv; nothing started"; fi
 
-demo: up
+# The demo builds and starts only what it uses (GPUOPS_LAB_PROFILE=demo: no OCI registry, SR-IOV operator or Volcano;
+# hack/gpuops_lab/cluster.py DEMO_SKIPS); `make test` builds and starts the rest on the same lab.
+demo: venv
+	GPUOPS_LAB_PROFILE=demo $(LAB) build
+	@bash hack/link-tools.sh
+	GPUOPS_LAB_PROFILE=demo $(LAB) up --inventory-nodes
 	$(LAB) monitoring up
 	ansible-playbook site.yml -i inventories/local
 	$(LAB) table --wait 60

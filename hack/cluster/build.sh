@@ -285,5 +285,7 @@ what=${1:-all}
 case "$what" in
   k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
   all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue; build_volcano ;;
-  *) echo "usage: build.sh [all|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
+  # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS): no OCI registry, SR-IOV operator or Volcano
+  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue ;;
+  *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
 esac

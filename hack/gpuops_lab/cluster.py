@@ -42,6 +42,21 @@ ORDER = (
     "vc-controller-manager",
     "simulator",
 )
+# `make demo` builds and starts only what the demo's site.yml uses (GPUOPS_LAB_PROFILE=demo): not the OCI chart
+# registry, the SR-IOV Network Operator or Volcano, which inventories/local enables none of (component -> its
+# binaries). A later `lab up` without the profile (make test) builds and starts the rest.
+DEMO_SKIPS: dict[str, tuple[str, ...]] = {
+    "chart-registry": ("registry",),
+    "sriov-network-operator": ("sriov-network-operator",),
+    "vc-scheduler": ("vc-scheduler",),
+    "vc-controller-manager": ("vc-controller-manager",),
+}
+
+
+def demo_profile() -> bool:
+    return os.environ.get("GPUOPS_LAB_PROFILE", "") == "demo"
+
+
 BINARIES = (
     "etcd",
     "kube-apiserver",
@@ -68,9 +83,16 @@ class Lab:
         return Proc(name, self.cfg.run, self.cfg.logs)
 
     # ---- build -------------------------------------------------------------------------------------
+    def components(self) -> tuple[str, ...]:
+        """The components this lab runs, in start order: all of them, or the demo's (:data:`DEMO_SKIPS`)."""
+        return tuple(n for n in ORDER if not (demo_profile() and n in DEMO_SKIPS))
+
     def binaries_ready(self) -> list[str]:
         missing = []
+        skipped = {b for bs in DEMO_SKIPS.values() for b in bs} if demo_profile() else set()
         for b in BINARIES:
+            if b in skipped:
+                continue
             d = self.cfg.binary(b).parent
             if not (d / "SHA256SUMS").is_file() or not self.cfg.binary(b).is_file():
                 missing.append(b)
@@ -89,7 +111,8 @@ class Lab:
             )
         self.say(f"building control plane binaries into {self.cfg.cache}/bin (first time: 15-40 min)")
         env = {**os.environ, "GPUOPS_CACHE": str(self.cfg.cache)}
-        rc = subprocess.call(["bash", str(BUILD_SCRIPT), "all"], env=env)  # noqa: S603,S607
+        target = "demo" if demo_profile() else "all"
+        rc = subprocess.call(["bash", str(BUILD_SCRIPT), target], env=env)  # noqa: S603,S607
         if rc != 0:
             raise LabError(f"{BUILD_SCRIPT} failed with code {rc}; see its output above")
 
@@ -354,7 +377,7 @@ class Lab:
         }.get(name, [])
 
     def status(self) -> dict[str, int | None]:
-        return {n: self.proc(n).pid() for n in ORDER}
+        return {n: self.proc(n).pid() for n in self.components()}
 
     def up(self) -> bool:
         """Start what is not running. Returns False when everything was already up (no-op)."""
@@ -363,7 +386,7 @@ class Lab:
             self.say(f"lab already up (kubeconfig {self.cfg.kubeconfig})")
             return False
         self.build()
-        for name in ORDER:
+        for name in self.components():
             if st[name] is None:
                 for what, port in self._ports_of(name):
                     if not port_free(port):
@@ -380,7 +403,7 @@ class Lab:
         charts.build_repo(self.cfg)
         pushing: threading.Thread | None = None
         pushed: dict[str, object] = {}
-        for name in ORDER:
+        for name in self.components():
             proc = self.proc(name)
             if proc.alive():
                 self.say(f"  {name}: already running (pid {proc.pid()})")
@@ -433,7 +456,7 @@ class Lab:
 
     def check(self) -> None:
         """Raise ComponentDied naming the first component that is not running, and its log."""
-        for name in ORDER:
+        for name in self.components():
             self.proc(name).check()
 
     def stop_kueue(self) -> bool:
