@@ -1,6 +1,6 @@
 """The fixture Helm charts under tests/fixtures/charts, without a cluster: helm lint and helm template of every chart
 version, the ClusterPolicy / DeviceConfig / NodeFeatureRule they render checked field by field and against the
-chart's own CRD schema (a small structural-schema check: unknown fields, types, enums, required, patterns), the
+chart's own CRD schema (a small structural-schema check: unknown fields, types, enums, required, patterns, bounds), the
 upstream chart validations, the CRD difference between the two gpu-operator versions, and the layout rules
 (headers, one CRD per file, templates as .tpl, vendored NFD copies identical to the NFD fixture)."""
 
@@ -84,7 +84,7 @@ def crd_schema(path: Path) -> dict:
 
 
 def schema_errors(obj, schema: dict, path: str = "") -> list[str]:
-    """What a structural CRD schema rejects in obj (unknown fields, type, enum, required, pattern)."""
+    """What a structural CRD schema rejects in obj (unknown fields, type, enum, required, pattern, bounds)."""
     if schema.get("x-kubernetes-int-or-string"):
         ok = isinstance(obj, int | str) and not isinstance(obj, bool)
         return [] if ok else [f"{path}: not int-or-string"]
@@ -97,6 +97,14 @@ def schema_errors(obj, schema: dict, path: str = "") -> list[str]:
         errors.append(f"{path}: {obj!r} not in {schema['enum']}")
     if "pattern" in schema and isinstance(obj, str) and not re.search(schema["pattern"], obj):
         errors.append(f"{path}: {obj!r} does not match {schema['pattern']}")
+    size = len(obj) if isinstance(obj, str | list) else obj if isinstance(obj, int | float) else None
+    low, high = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems")}.get(
+        kind, ("minimum", "maximum")
+    )
+    if size is not None and low in schema and size < schema[low]:
+        errors.append(f"{path}: {obj!r} below {low} {schema[low]}")
+    if size is not None and high in schema and size > schema[high]:
+        errors.append(f"{path}: {obj!r} above {high} {schema[high]}")
     if kind == "array":
         for i, item in enumerate(obj):
             errors += schema_errors(item, schema.get("items", {}), f"{path}[{i}]")
@@ -840,6 +848,31 @@ UPSTREAM_REJECTS = {
         KPS_CRDS / "monitoring.coreos.com_servicemonitors.yaml",
         {"spec": {"selector": {}, "endpoints": [{**_ENDPOINT, "metricRelabelings": [{"action": "dropall"}]}]}},
         ".spec.endpoints[0].metricRelabelings[0].action: 'dropall' not in",
+    ),
+    "ServiceMonitor: interval pattern": (
+        KPS_CRDS / "monitoring.coreos.com_servicemonitors.yaml",
+        {"spec": {"selector": {}, "endpoints": [{**_ENDPOINT, "interval": "15 s"}]}},
+        ".spec.endpoints[0].interval: '15 s' does not match",
+    ),
+    "ServiceMonitor: endpoints required": (
+        KPS_CRDS / "monitoring.coreos.com_servicemonitors.yaml",
+        {"spec": {"selector": {}}},
+        ".spec: missing endpoints",
+    ),
+    "PrometheusRule: empty group name": (
+        KPS_CRDS / "monitoring.coreos.com_prometheusrules.yaml",
+        {"spec": {"groups": [{"name": "", "rules": []}]}},
+        ".spec.groups[0].name: '' below minLength 1",
+    ),
+    "PrometheusRule: for pattern": (
+        KPS_CRDS / "monitoring.coreos.com_prometheusrules.yaml",
+        {"spec": {"groups": [{"name": "g", "rules": [{"expr": "up", "for": "5 min"}]}]}},
+        ".spec.groups[0].rules[0].for: '5 min' does not match",
+    ),
+    "Prometheus: retention pattern": (
+        KPS_CRDS / "monitoring.coreos.com_prometheuses.yaml",
+        {"spec": {"retention": "10 days"}},
+        ".spec.retention: '10 days' does not match",
     ),
 }
 
