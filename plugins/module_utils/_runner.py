@@ -80,9 +80,9 @@ class Runner:
         return self._module.get_bin_path(tool, required=False, opt_dirs=SBIN_DIRS)
 
     def _exec(self, argv, env):
-        return self._module.run_command(
-            argv, environ_update=env, check_rc=False, before_communicate_callback=self.on_popen
-        )
+        # the callback only where one is set: every other command runs exactly as before
+        extra = {"before_communicate_callback": self.on_popen} if self.on_popen is not None else {}
+        return self._module.run_command(argv, environ_update=env, check_rc=False, **extra)
 
     def which(self, tool):
         """Absolute path of ``tool`` or None."""
