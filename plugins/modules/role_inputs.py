@@ -23,13 +23,13 @@ description:
     metacharacters named), V(url), V(duration) (a Prometheus duration such as V(30s)), V(non_empty_mapping),
     V(kubeconfig) (the file exists, is a kubeconfig and has the context asked for), V(readable_file) (a CA bundle
     that exists), V(nfd_sources) (never two Node Feature Discoveries: the nfd role and an operator chart's bundled
-    one, or two bundled ones) and V(batch_schedulers) (known
-    batch schedulers with a role, no two answering to one scheduler name or to kube-scheduler's, no KAI Scheduler
-    version that watches Kueue's v1alpha1 Topology next to Kueue)."
+    one, or two bundled ones) and V(batch_schedulers) (known batch schedulers with a role, no two answering to one
+    scheduler name or to kube-scheduler's, no KAI Scheduler version that watches Kueue's v1alpha1 Topology next to
+    Kueue)."
   - Used by the roles' C(tasks/inputs.yml) and by the preflight play that starts C(playbooks/site.yml).
   - Fails when a finding is an error, naming each variable, its value and the fix; warns for the others (a user chart
     value whose key names a credential).
-  - The value of a variable that O(options) marks C(no_log) is never shown: its findings say its kind, and the module
+  - The value of a variable that O(options) marks C(no_log) is never shown; its findings say its kind, and the module
     masks it in everything it returns.
 author:
   - gpuops.platform contributors (@gpuops)
@@ -147,8 +147,8 @@ options:
       instead:
         description:
           - Dotted chart value keys that hold a credential, each mapped to the role variable that keeps it in a
-            Kubernetes Secret instead (for the warning's fix), for example
-            C({grafana.adminPassword: monitoring_grafana_admin_password}).
+            Kubernetes Secret instead (for the warning's fix), for example C(grafana.adminPassword) to
+            C(monitoring_grafana_admin_password).
           - Any user value whose key names a credential (password, token, API key) is warned about, named or not.
         type: dict
 """

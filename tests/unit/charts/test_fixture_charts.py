@@ -729,13 +729,14 @@ def test_kube_prometheus_stack_grafana_admin_from_the_role_secret_not_the_values
     default = render(KPS)
     assert _grafana_admin_refs(default) == {("rel-grafana", "admin-user"), ("rel-grafana", "admin-password")}
     one(default, "Secret", "rel-grafana")
-    role, _ = _monitoring.chart_values(
+    role, findings = _monitoring.chart_values(
         {
             "monitoring_mode": "install",
             "monitoring_dashboard_labels": {"g": "1"},
             "monitoring_grafana_admin_password": "x",
         }
     )
+    assert findings == []
     docs = render(KPS, **role)
     assert _grafana_admin_refs(docs) == {
         ("gpuops-grafana-admin", "admin-user"),

@@ -349,9 +349,9 @@ def _role_options(role):
 )
 def test_structured_variables_field_by_field(role, variables, expect):
     found = _inputs.argument_types(_role_options(role), variables)
-    assert [(f["id"], f["object"]["name"]) for f in found] == [(i, n) for i, n, _ in expect], found
-    for f, (_, _, words) in zip(found, expect, strict=True):
-        assert words in _inputs.message(f)
+    assert [(f["id"], f["object"]["name"]) for f in found] == [(e[0], e[1]) for e in expect], found
+    for f, e in zip(found, expect, strict=True):
+        assert e[2] in _inputs.message(f)
         assert f["severity"] == "error"
 
 

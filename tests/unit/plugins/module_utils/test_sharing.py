@@ -298,8 +298,8 @@ GROUPS = {
 )
 def test_inventory_settles_group_pools_before_any_change(pools, expect):
     found = sharing_input_findings({"gpu_sharing_pools": pools}, GROUPS)
-    assert [(f["id"], f["object"]["name"]) for f in found] == [(i, n) for i, n, _ in expect], found
-    for f, (_, _, words) in zip(found, expect, strict=True):
-        assert words in " ".join([*f["evidence"], f["cause"], f["fix"]])
+    assert [(f["id"], f["object"]["name"]) for f in found] == [(e[0], e[1]) for e in expect], found
+    for f, e in zip(found, expect, strict=True):
+        assert e[2] in " ".join([*f["evidence"], f["cause"], f["fix"]])
     # without the inventory's groups (a caller that has none), only the pools' own fields are checked
     assert sharing_input_findings({"gpu_sharing_pools": pools}) == []
