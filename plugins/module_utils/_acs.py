@@ -14,8 +14,13 @@ import struct
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _hostfacts, _pci, _pending
 from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker, file_diff
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import HostStateError, Unsupported
-from ansible_collections.gpuops.platform.plugins.module_utils._service import Systemd
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import (
+    GpuOpsError,
+    HostStateError,
+    Unsupported,
+    for_option,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils._service import BOOTED_MARKER, Systemd, booted
 
 # ACS Control bits (PCIe Base 6.0, 7.7.8.3).
 SV, TB, RR, CR, UF, EC, DT = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40
@@ -97,11 +102,16 @@ def render_unit(setpci, entries, state):
 
 def run(ctx):
     fs, runner, state = ctx.fs, ctx.runner, ctx.params["state"]
-    if ctx.params["devices"]:
-        addresses = sorted({_pci.require_device(fs, a) for a in ctx.params["devices"]})
-    else:
-        addresses = default_targets(fs)
-    current = [read_acs(fs, a) for a in addresses]  # read everything (and fail) before any write
+    given = _given_devices(fs, ctx.params["devices"] or [])  # address -> the option item that named it
+    addresses = sorted(given) if given else default_targets(fs)
+    current = []
+    for address in addresses:  # read everything (and fail) before any write
+        try:
+            current.append(read_acs(fs, address))
+        except Unsupported as exc:
+            if address not in given:
+                raise
+            raise for_option(given[address], exc) from None  # a listed device without ACS: name the item
 
     tracker = DifferenceTracker()
     devices = []
@@ -146,6 +156,19 @@ def run(ctx):
     return result
 
 
+def _given_devices(fs, devices):
+    """O(devices) normalized and checked: {address: 'devices[i]'} (the first item naming it); an error names the
+    item (``devices[1]: malformed PCI address ...``)."""
+    given = {}
+    for i, text in enumerate(devices):
+        try:
+            address = _pci.require_device(fs, text)
+        except GpuOpsError as exc:
+            raise for_option(f"devices[{i}]", exc) from None
+        given.setdefault(address, f"devices[{i}]")
+    return given
+
+
 def _write_and_verify(fs, dev):
     offset, want = int(dev["acs_offset"], 16), int(dev["after"], 16)
     write_control(fs, dev["address"], offset, want)
@@ -161,9 +184,19 @@ def _write_and_verify(fs, dev):
 
 
 def _unit_plan(fs, runner, state, entries):
+    """What persist=true does: the unit file, the reload, the enable. Everything it needs is checked here, before
+    run() writes any register or file: a host where the unit cannot be installed fails with nothing changed."""
     systemd = Systemd(runner)
     if not systemd.available():
-        raise Unsupported("persist=true needs systemd: systemctl not found on this host")
+        raise Unsupported("persist=true needs systemd: systemctl not found on this host; nothing was changed")
+    if not booted(fs):
+        raise Unsupported(
+            f"persist=true needs a running systemd, and this host does not run systemd as its init: {BOOTED_MARKER} "
+            "is absent (systemctl is installed, but systemctl daemon-reload and enable cannot work without the "
+            f"manager - a container or chroot?); nothing was changed: no ACS register and no {UNIT_PATH} was "
+            "written. Run on a host booted with systemd, or set persist=false (host_prep: host_prep_acs_persist: "
+            "false) and re-apply ACS after every reboot another way"
+        )
     after = render_unit(runner.require("setpci"), entries, state)
     before = fs.read_text(UNIT_PATH)
     enabled = systemd.is_enabled(UNIT_NAME) if before is not None else False
@@ -173,6 +206,11 @@ def _unit_plan(fs, runner, state, entries):
             "needs a running systemd (check systemctl status)"
         )
     write = before != after
+    if write and not fs.writable(UNIT_PATH):
+        raise HostStateError(
+            f"persist=true: cannot write {UNIT_PATH}: its directory is not writable (a read-only file system, or not "
+            "root: become: true); nothing was changed"
+        )
     reload = write or _pending.is_pending(fs, PENDING)
     return {
         "path": UNIT_PATH,

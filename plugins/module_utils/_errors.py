@@ -51,3 +51,16 @@ class HostStateError(GpuOpsError):
 
 class WaitTimeout(GpuOpsError):
     """A bounded wait ended before the expected state appeared."""
+
+
+def for_option(option, exc):
+    """``exc`` (a GpuOpsError about a value given in ``option``) with the option named first: ``pf: malformed PCI
+    address ...``, ``devices[1]: PCI device ... not found``. The same type and details, so callers and tests that
+    catch it see no difference but the message."""
+    if exc.msg.startswith(option + ": "):
+        return exc
+    named = exc.__class__.__new__(exc.__class__)
+    named.__dict__.update(exc.__dict__)
+    named.msg = f"{option}: {exc.msg}"
+    named.args = (named.msg,)
+    return named

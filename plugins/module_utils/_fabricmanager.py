@@ -70,8 +70,18 @@ def service_state(systemd):
     return svc
 
 
+def check_params(params, mgr=None):
+    """package_name and package_revision must be what the package manager takes as a name and a revision: checked
+    before anything is read or run (either manager's form), and again for the host's manager before a package
+    command runs."""
+    if params.get("package_name") is not None:
+        _pkg.check_name("package_name", params["package_name"], mgr)
+    _pkg.check_revision("package_revision", params["package_revision"], mgr)
+
+
 def run(ctx):
     fs, runner, params = ctx.fs, ctx.runner, ctx.params
+    check_params(params)
     nvswitches = [d["address"] for d in _hostfacts.pci_inventory(fs)["nvswitches"]]
     if not nvswitches:
         return {
@@ -82,6 +92,7 @@ def run(ctx):
         }
     version = driver_version(fs, runner)
     mgr = _pkg.manager(runner)
+    check_params(params, mgr)
     name = params["package_name"] or package_name(mgr, version)
     target = "{}-{}".format(version, params["package_revision"])
     current = _pkg.installed(runner, name).get(name)

@@ -104,13 +104,29 @@ class HostFS:
                 done.append(comp)
         return "/" + "/".join(done)
 
+    def writable(self, p):
+        """Whether :meth:`write_file` can write host path ``p``, as far as access(2) tells (a read-only mount,
+        permissions): the directory that holds it - or, when write_file would create that directory, its nearest
+        existing ancestor - must be writable, since the file is written next to it and renamed into place."""
+        directory = os.path.dirname(self.path(p))
+        while not os.path.isdir(directory):
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory = parent
+        return os.access(directory, os.W_OK)
+
     # -- writing (callers guard these with check mode) -------------------------------------------
     def write_file(self, p, text, mode=0o644):
-        """Write a whole file atomically (temp file in the same directory, then rename)."""
+        """Write a whole file atomically (temp file in the same directory, then rename). An error names ``p``, the
+        file asked for, not the temporary file next to it."""
         dest = self.path(p)
         directory = os.path.dirname(dest)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".gpuops-", dir=directory)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".gpuops-", dir=directory)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror or str(exc), p) from exc
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(text)
@@ -119,6 +135,8 @@ class HostFS:
                 self._atomic_move(tmp, dest)
             else:
                 os.replace(tmp, dest)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror or str(exc), p) from exc
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

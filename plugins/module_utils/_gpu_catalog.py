@@ -29,6 +29,23 @@ Sources (checked 2026-11-23):
   L4 24 GB).
 - MIG: NVIDIA Multi-Instance GPU User Guide, "Supported GPUs" (A100, A30, H100, H200, B200, B300; at most 7
   GPU instances, 4 on A30). Ada GPUs (L4, L40, L40S) have no MIG.
+- Grace-Blackwell (checked 2026-11-24): GB200 is device 0x2941 and GB300 0x31c2, named ``NVIDIA GB200`` and
+  ``NVIDIA GB300`` in the supported-GPU table of NVIDIA open-gpu-kernel-modules ``README.md`` (595.45.04, commit
+  df1c9a3de2be4b130f4fc7680f7198193d8ac6ad) and ``GB100 [HGX GB200]`` / ``GB110 [GB300]`` in the pci.ids above.
+  pci.ids also lists 0x31c3 ``GB110 [GB300]`` and 0x31a1 ``GB110 [GB300 MaxQ]``, which the driver's table does not
+  name: left out (their product names and memory could not be verified). MIG profiles: the GPU Operator v26.7.0
+  default-mig-parted-config names 0x294110DE (all-balanced 1g.23gb x2, 2g.47gb, 3g.93gb) and 0x31C210DE (all-1g.35gb
+  7 per GPU; the "GB300" block 1g.35gb+me, 1g.70gb 4, 2g.70gb 3, 3g.139gb 2, 4g.139gb 1, 7g.278gb 1). For GB200 it
+  names only the balanced layout and, with B200, all-1g.23gb and all-1g.23gb.me; 1g.47gb (4), 4g.93gb (1) and
+  7g.186gb (1) are its unfiltered entries of those names and follow the 7-slice layout every Blackwell GPU has
+  (B200: 1g.45gb 4, 4g.90gb 1, 7g.180gb 1); the MIG user guide's GB200 table itself was not reachable when this was
+  written, so those three counts are inferred, not read. Memory: GB200 186 GB (NVIDIA: up to 372 GB HBM3e per GB200
+  superchip of two GPUs, and the 7g.186gb full-GPU profile); GB300 288 GB (NVIDIA's Blackwell Ultra figure, as for
+  B300; 7g.278gb is what MIG leaves usable), taken from NVIDIA's product pages as quoted by secondary sources, not
+  from a GB300 datasheet read here. Neither has an NVSwitch on its baseboard: a GB200/GB300 compute tray (4 GPUs, 2
+  superchips) reaches the NVLink Switch ASICs of separate NVLink switch trays, whose fabric the NVLink domain's Global
+  Fabric Manager (NMX) manages, not a fabricmanager on the host (NVIDIA multi-node NVLink tuning guide, "Understanding
+  Your Grace-Blackwell Systems"), so ``nvswitch_generation`` is None.
 
 ``model`` is the product name nvidia-smi and /proc/driver/nvidia print, so facts read from a host with the
 driver loaded and facts from this table agree.
@@ -162,6 +179,26 @@ GPUS: dict[tuple[str, str], dict[str, Any]] = {
         "mig_max_instances": 7,
         "nvswitch_generation": 4,
     },
+    (NVIDIA, "2941"): {
+        "model": "NVIDIA GB200",
+        "chip": "GB100",
+        "architecture": "Blackwell",
+        "form_factor": "Grace Blackwell Superchip",
+        "memory_gb": 186,
+        "mig_capable": True,
+        "mig_max_instances": 7,
+        "nvswitch_generation": None,  # NVLink switch trays of the rack, not on the host (see the docstring)
+    },
+    (NVIDIA, "31c2"): {
+        "model": "NVIDIA GB300",
+        "chip": "GB110",
+        "architecture": "Blackwell",
+        "form_factor": "Grace Blackwell Superchip",
+        "memory_gb": 288,
+        "mig_capable": True,
+        "mig_max_instances": 7,
+        "nvswitch_generation": None,
+    },
     (NVIDIA, "26b9"): {
         "model": "NVIDIA L40S",
         "chip": "AD102",
@@ -243,6 +280,17 @@ _MIG_B300 = {
     "4g.135gb": 1,
     "7g.269gb": 1,
 }
+# GB200, GB300: the GPU Operator v26.7.0 default-mig-parted-config (see the module docstring for what is inferred).
+_MIG_GB200 = {"1g.23gb": 7, "1g.23gb+me": 1, "1g.47gb": 4, "2g.47gb": 3, "3g.93gb": 2, "4g.93gb": 1, "7g.186gb": 1}
+_MIG_GB300 = {
+    "1g.35gb": 7,
+    "1g.35gb+me": 1,
+    "1g.70gb": 4,
+    "2g.70gb": 3,
+    "3g.139gb": 2,
+    "4g.139gb": 1,
+    "7g.278gb": 1,
+}
 MIG_PROFILES: dict[tuple[str, str], dict[str, int]] = {
     (NVIDIA, "20b0"): _MIG_A100_40GB,
     (NVIDIA, "20b1"): _MIG_A100_40GB,
@@ -257,6 +305,8 @@ MIG_PROFILES: dict[tuple[str, str], dict[str, int]] = {
     (NVIDIA, "233b"): _MIG_H200,
     (NVIDIA, "2901"): _MIG_B200,
     (NVIDIA, "3182"): _MIG_B300,
+    (NVIDIA, "2941"): _MIG_GB200,
+    (NVIDIA, "31c2"): _MIG_GB300,
 }
 
 
@@ -284,6 +334,8 @@ _SLICES_H100_NVL = _slices("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb"
 _SLICES_H200 = _slices("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")
 _SLICES_B200 = _slices("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb")
 _SLICES_B300 = _slices("1g.34gb", "1g.67gb", "2g.67gb", "3g.135gb", "4g.135gb", "7g.269gb")
+_SLICES_GB200 = _slices("1g.23gb", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb")
+_SLICES_GB300 = _slices("1g.35gb", "1g.70gb", "2g.70gb", "3g.139gb", "4g.139gb", "7g.278gb")
 _SLICES_A30 = {"1g.6gb": (1, 1), "1g.6gb+me": (1, 1), "2g.12gb": (2, 2), "2g.12gb+me": (2, 2), "4g.24gb": (4, 4)}
 _SLICES_BY_PROFILES = [
     (_MIG_A100_40GB, _SLICES_A100_40GB),
@@ -292,6 +344,8 @@ _SLICES_BY_PROFILES = [
     (_MIG_H200, _SLICES_H200),
     (_MIG_B200, _SLICES_B200),
     (_MIG_B300, _SLICES_B300),
+    (_MIG_GB200, _SLICES_GB200),
+    (_MIG_GB300, _SLICES_GB300),
     (_MIG_A30, _SLICES_A30),
 ]
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _pci
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput, for_option
 
 Facts = dict[str, Any]
 Intent = dict[str, Any]
@@ -49,6 +49,7 @@ DEFAULT_INTENT: Intent = {
     "nouveau": None,  # None (not managed) | present | absent
     "acs": None,  # None (not managed) | {"state": "disabled"|"enabled", "devices": [addresses]}
     "sriov": [],  # [{pf, num_vfs}]
+    "fabricmanager": False,  # host_prep's plan installs nvidia-fabricmanager (its fabricmanager fix runs)
     "reboot_pending": False,
 }
 
@@ -355,12 +356,50 @@ def fabricmanager_lockstep(facts: Facts) -> Finding | None:
     return None
 
 
+def _fabricmanager_without_driver(facts: Facts, intent: Intent, switches: list[dict[str, Any]]) -> Finding | None:
+    """An NVSwitch host with no NVIDIA driver whose plan needs one now: its GPUs are to use the host driver
+    (host_prep_nvidia_driver: host) or host_prep installs nvidia-fabricmanager. The fabricmanager fix cannot run
+    without the driver (the package must match its version), so host_prep would change nouveau, ACS and SR-IOV and
+    then fail, and every rerun the same way: refused before any change. None when it does not apply."""
+    if host_driver(facts):
+        return None
+    why = []
+    if effective_driver(facts, intent) == "host":
+        why.append("the GPUs are to use the host's NVIDIA driver (host_prep_nvidia_driver: host)")
+    if intent["fabricmanager"]:
+        why.append("host_prep's plan installs nvidia-fabricmanager, which must match the driver's version")
+    if not why:
+        return None
+    release = _get(facts, "kernel", "release")
+    return finding(
+        "fabricmanager-needs-driver",
+        "error",
+        ref("Service", "nvidia-fabricmanager"),
+        [
+            f"{len(switches)} NVSwitch(es): " + ", ".join(s.get("address") or "?" for s in switches),
+            "no NVIDIA driver loaded or installed"
+            + (f" for kernel {release}" if release else "")
+            + " (/proc/driver/nvidia/version absent, modinfo nvidia finds no module)",
+        ],
+        "NVSwitch host without an NVIDIA driver while "
+        + " and ".join(why)
+        + ": nvidia-fabricmanager cannot be installed before the driver, so host_prep would fail after its other "
+        "fixes changed the host, and every rerun the same way",
+        "install the NVIDIA driver on the host first (the driver packages for the running kernel, then load it or "
+        "reboot), then run host_prep; or use the GPU Operator's driver container, which brings its own "
+        "fabricmanager (host_prep_nvidia_driver: container, host_prep_fabricmanager: auto or skip)",
+    )
+
+
 def fabricmanager(facts: Facts, intent: Intent) -> list[Finding]:
     switches = facts.get("nvswitches") or []
     if not switches:
         return []
     fm = facts.get("fabricmanager") or {}
     obj = ref("Service", "nvidia-fabricmanager")
+    needs_driver = _fabricmanager_without_driver(facts, intent, switches)
+    if needs_driver:
+        return [needs_driver]
     if effective_driver(facts, intent) == "container":
         if fm.get("active"):
             return [
@@ -374,7 +413,7 @@ def fabricmanager(facts: Facts, intent: Intent) -> list[Finding]:
                 )
             ]
         return []
-    if not host_driver(facts):
+    if not host_driver(facts):  # no driver planned on the host (nvidia_driver none): nothing to do yet
         return [
             finding(
                 "fabricmanager-needs-driver",
@@ -507,11 +546,14 @@ def _find_nic(nics: list[dict[str, Any]], pf: str) -> dict[str, Any] | None:
 
 def resolve_sriov(facts: Facts, requests: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:
     """PF resolution and VF limits: each request ``{pf, num_vfs}`` (netdev or PCI address, short forms such as
-    ``14:00.0`` accepted) -> ``{pf, address, num_vfs, current}`` for the valid ones, findings for the others."""
+    ``14:00.0`` accepted) -> ``{pf, address, num_vfs, current}`` for the valid ones, findings for the others. A
+    finding about a request names its item (``sriov[1].pf``; host_prep passes host_prep_sriov_vfs as it is)."""
     nics = facts.get("nics") or []
     resolved, out = [], []
-    for req in requests or []:
+    for i, req in enumerate(requests or []):
         pf, want = req.get("pf"), req.get("num_vfs")
+        item = f"sriov[{i}]"
+        where = f"set {item}.pf (host_prep: host_prep_sriov_vfs[{i}].pf)"
         key = pf
         if isinstance(pf, str) and ":" in pf:
             try:
@@ -522,9 +564,9 @@ def resolve_sriov(facts: Facts, requests: list[dict[str, Any]]) -> tuple[list[di
                         "sriov-pf-invalid",
                         "error",
                         ref("PCIDevice", str(pf)),
-                        [str(exc)],
-                        f"SR-IOV requested on {pf}, which is not a PCI address",
-                        "name the PF by its netdev (ip -br link) or its PCI address DDDD:BB:DD.F (lspci -D)",
+                        [str(for_option(f"{item}.pf", exc))],
+                        f"{item}.pf {pf} is not a PCI address (SR-IOV requested on it)",
+                        f"{where} to the PF's netdev (ip -br link) or PCI address DDDD:BB:DD.F (lspci -D)",
                     )
                 )
                 continue
@@ -534,9 +576,9 @@ def resolve_sriov(facts: Facts, requests: list[dict[str, Any]]) -> tuple[list[di
                     "sriov-vfs-invalid",
                     "error",
                     ref("PCIDevice", str(key)),
-                    [f"num_vfs: {want}"],
-                    f"num_vfs {want} requested on PF {pf}: num_vfs must be an integer >= 0",
-                    "set host_prep_sriov_vfs[].num_vfs to 0 or more",
+                    [f"{item}.num_vfs: {want}"],
+                    f"{item}.num_vfs {want} requested on PF {pf}: num_vfs must be an integer >= 0",
+                    f"set {item}.num_vfs (host_prep: host_prep_sriov_vfs[{i}].num_vfs) to 0 or more",
                 )
             )
             continue
@@ -549,8 +591,8 @@ def resolve_sriov(facts: Facts, requests: list[dict[str, Any]]) -> tuple[list[di
                     "error",
                     ref("PCIDevice", str(key)),
                     [f"network PFs on the host: {known}"],
-                    f"SR-IOV requested on unknown PF {pf}",
-                    "name an existing PF by netdev (ip -br link) or PCI address (lspci -D)",
+                    f"{item}.pf {pf}: no such PF on the host (SR-IOV requested on it)",
+                    f"{where} to an existing PF, by netdev (ip -br link) or PCI address (lspci -D)",
                 )
             )
             continue
@@ -564,7 +606,7 @@ def resolve_sriov(facts: Facts, requests: list[dict[str, Any]]) -> tuple[list[di
                     "error",
                     ref("PCIDevice", addr),
                     [f"{addr}: no sriov_totalvfs in sysfs"],
-                    f"{name} has no SR-IOV capability: SR-IOV is off in firmware/BIOS",
+                    f"{item}.pf: {name} has no SR-IOV capability: SR-IOV is off in firmware/BIOS",
                     f"enable SR-IOV in the BIOS and NIC firmware "
                     f"(mlxconfig -d {addr} set SRIOV_EN=1 NUM_OF_VFS={want})",
                 )
@@ -577,7 +619,7 @@ def resolve_sriov(facts: Facts, requests: list[dict[str, Any]]) -> tuple[list[di
                     "error",
                     ref("PCIDevice", addr),
                     [f"sriov_totalvfs: {total}", f"requested: {want}"],
-                    f"{want} VFs requested on {name} but the firmware limit sriov_totalvfs is {total}",
+                    f"{item}.num_vfs: {want} VFs requested on {name} but the firmware limit sriov_totalvfs is {total}",
                     f"raise it in firmware: mlxconfig -d {addr} set SRIOV_EN=1 NUM_OF_VFS={want}, then reboot",
                 )
             )
@@ -675,7 +717,12 @@ def plan(facts: Facts, policy: dict[str, Any], intent: Intent) -> dict[str, Any]
     if nv_policy == "auto" and gpus:
         nouveau_state = "present"
     acs_policy = policy.get("acs") or "skip"
-    devices = [_pci.normalize_address(d) for d in policy.get("acs_devices") or []]
+    devices = []
+    for i, text in enumerate(policy.get("acs_devices") or []):
+        try:
+            devices.append(_pci.normalize_address(text))
+        except InvalidInput as exc:
+            raise for_option(f"fix.acs_devices[{i}] (host_prep: host_prep_acs_devices[{i}])", exc) from None
     acs_state = {"disable": "disabled", "enable": "enabled"}.get(acs_policy)
     if acs_policy == "auto" and intent["gpudirect"] and any(b.get("acs") for b in facts.get("pcie_bridges") or []):
         acs_state = "disabled"

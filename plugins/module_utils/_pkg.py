@@ -9,9 +9,55 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import Unsupported
+import re
+
+from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput, Unsupported
 
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
+
+# What a package name and a package revision may be, per package manager. A value that is not one never reaches
+# apt-get, dnf, dpkg-query or rpm: a leading '-' would be read as an option (apt-get -oAPT::Get::Simulate=true
+# "installs" nothing and succeeds), '=' '/' ':' '*' '?' '[' as version, release, architecture or glob syntax.
+# - Debian Policy 5.6.1 (Package): at least two characters, lower-case letters, digits, '+', '-', '.', starting
+#   with a letter or digit. 5.6.12 (Version): the debian_revision holds only letters, digits, '+', '.', '~' (no
+#   '-': the last '-' of a version separates it).
+# - RPM (Fedora Packaging Guidelines, "Naming"; rpm's Name and Release tags): a name of letters, digits, '-', '.',
+#   '_', '+', not starting with '-'; a release of letters, digits, '.', '_', '+', '~', '^' (no '-').
+# Each must also start with a letter or digit here, and be at most 255 characters.
+NAME_RE = {"apt": re.compile(r"[a-z0-9][a-z0-9+.-]+\Z"), "dnf": re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\Z")}
+REVISION_RE = {"apt": re.compile(r"[A-Za-z0-9][A-Za-z0-9+.~]*\Z"), "dnf": re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~^]*\Z")}
+_NAME_RULE = {
+    "apt": "a Debian package name: at least 2 characters of a-z 0-9 + - ., starting with a letter or digit "
+    "(Debian Policy 5.6.1)",
+    "dnf": "an RPM package name: A-Z a-z 0-9 - . _ +, starting with a letter or digit",
+}
+_REVISION_RULE = {
+    "apt": "a Debian revision: A-Z a-z 0-9 + . ~, starting with a letter or digit, no '-' (Debian Policy 5.6.12)",
+    "dnf": "an RPM release: A-Z a-z 0-9 . _ + ~ ^, starting with a letter or digit, no '-'",
+}
+
+
+def _check(option, value, patterns, rules, what, mgr):
+    managers = [mgr] if mgr else list(patterns)
+    if isinstance(value, str) and len(value) <= 255 and any(patterns[m].match(value) for m in managers):
+        return value
+    rule = " or ".join(rules[m] for m in managers)
+    raise InvalidInput(
+        f'{option}: "{value}" is not {what}: it must be {rule}; no package command was run (a value starting with "-" '
+        "would reach the package manager as an option)"
+    )
+
+
+def check_name(option, value, mgr=None):
+    """``value`` when it is a package name ``mgr`` ('apt' or 'dnf'; either when None) accepts, else InvalidInput
+    naming ``option``."""
+    return _check(option, value, NAME_RE, _NAME_RULE, "a valid package name", mgr)
+
+
+def check_revision(option, value, mgr=None):
+    """``value`` when it is a package revision (Debian) or release (RPM) ``mgr`` accepts, else InvalidInput naming
+    ``option``."""
+    return _check(option, value, REVISION_RE, _REVISION_RULE, "a valid package revision", mgr)
 
 
 def manager(runner):

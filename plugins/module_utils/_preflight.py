@@ -106,6 +106,7 @@ def evaluate(facts: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     the_plan = rules.plan(facts, params["fix"] or {}, intent)
     intent["nouveau"] = the_plan["nouveau"]
     intent["acs"] = the_plan["acs"]
+    intent["fabricmanager"] = the_plan["fabricmanager"]
     validate = params["stage"] == "validate"
     planned = [] if validate else list(params["planned_fixes"] or []) + the_plan["fixes"]
     findings = rules.evaluate(

@@ -39,6 +39,15 @@ ENABLED_STATES = frozenset(
 )
 # enabled, enabled-runtime, alias, static, generated count as "will start"; the rest do not.
 WILL_START = frozenset(("enabled", "enabled-runtime", "alias", "static", "generated"))
+# systemd creates this directory early at boot when it runs as PID 1: sd_booted(3) tests it, and so does systemctl
+# itself before it talks to the manager (a container or chroot with systemctl installed but no systemd has none).
+BOOTED_MARKER = "/run/systemd/system"
+
+
+def booted(fs: Any) -> bool:
+    """Whether the host runs systemd as its init (sd_booted(3)): ``systemctl daemon-reload``, ``enable`` and ``start``
+    can only work then, while ``systemctl is-enabled`` still answers from the unit files without it."""
+    return bool(fs.isdir(BOOTED_MARKER))
 
 
 class Systemd:

@@ -16,11 +16,13 @@ import time
 from ansible_collections.gpuops.platform.plugins.module_utils import _pci
 from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker, file_diff
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import (
+    GpuOpsError,
     HostStateError,
     InvalidInput,
     NotFound,
     Unsupported,
     WaitTimeout,
+    for_option,
 )
 
 # Linux dev_valid_name(): 1-15 bytes, no '/', ':' or whitespace; we also refuse shell metacharacters.
@@ -31,24 +33,30 @@ RULE = 'ACTION=="add", SUBSYSTEM=="net", KERNELS=="%s", ATTR{device/sriov_numvfs
 RULE_KEY_RE = re.compile(r'KERNELS=="([^"]+)"')
 
 
-def resolve_pf(fs, pf):
-    """PCI address of the PF named by netdev or PCI address."""
+def resolve_pf(fs, pf, option="pf"):
+    """PCI address of the PF named by netdev or PCI address. Every error names ``option``, the option that gave
+    the value (the module's pf)."""
     if not isinstance(pf, str) or not pf:
-        raise InvalidInput(f"pf must be a network interface name or a PCI address, got: {pf}")
+        raise InvalidInput(f"{option} must be a network interface name or a PCI address, got: {pf}")
     if ":" in pf or _pci.is_address(pf):
-        return _pci.require_device(fs, pf)
+        try:
+            return _pci.require_device(fs, pf)
+        except GpuOpsError as exc:
+            raise for_option(option, exc) from None
     if pf in (".", "..") or not NETDEV_RE.match(pf):
         raise InvalidInput(
-            f"pf {pf} is neither a PCI address nor a valid interface name (1-15 characters of A-Z a-z 0-9 _ . @ -, "
-            "no '/', whitespace or shell metacharacters)"
+            f"{option} {pf} is neither a PCI address nor a valid interface name (1-15 characters of A-Z a-z 0-9 _ . @ "
+            "-, no '/', whitespace or shell metacharacters)"
         )
     link = f"/sys/class/net/{pf}"
     if not fs.lexists(link):
-        raise NotFound(f"unknown PF {pf}: no network interface {link} (list them with: ip -br link)")
+        raise NotFound(f"{option}: unknown PF {pf}: no network interface {link} (list them with: ip -br link)")
     real = fs.realpath(link + "/device") if fs.lexists(link + "/device") else ""
     address = real.rsplit("/", 1)[-1]
     if not _pci.is_address(address):
-        raise Unsupported(f"interface {pf} is not backed by a PCI device ({link}/device missing): it cannot have VFs")
+        raise Unsupported(
+            f"{option}: interface {pf} is not backed by a PCI device ({link}/device missing): it cannot have VFs"
+        )
     return address
 
 
@@ -159,6 +167,22 @@ def render_rules(text, address, num_vfs):
     return RULES_HEADER + "\n".join(rules) + "\n"
 
 
+def _write_rules(fs, text):
+    """Write (or remove, for None) the rules file; an error names the rules file, never the temporary file that
+    write_file makes next to it."""
+    try:
+        if text is None:
+            fs.remove(RULES_PATH)
+        else:
+            fs.write_file(RULES_PATH, text)
+    except OSError as exc:
+        raise HostStateError(
+            f"persist=true: writing {RULES_PATH} failed: {exc.strerror or exc}; the VF count is set now but is not "
+            f"re-applied at boot until the file is written: make {RULES_PATH.rsplit('/', 1)[0]} writable and rerun, "
+            "or set persist=false"
+        ) from exc
+
+
 def check_params(params):
     """Option values that cannot be right, before anything is read or written."""
     for name in ("num_vfs", "timeout"):
@@ -170,7 +194,10 @@ def run(ctx, clock=time.monotonic, sleep=time.sleep):
     fs, params = ctx.fs, ctx.params
     check_params(params)
     address = resolve_pf(fs, params["pf"])
-    state = read_state(fs, address)
+    try:
+        state = read_state(fs, address)
+    except Unsupported as exc:  # the device pf names cannot have VFs
+        raise for_option("pf", exc) from None
     check_request(state, params["num_vfs"])
     writes = plan_writes(state["numvfs"], params["num_vfs"], state["vfs_complete"])
     found = len([v for v in state["vfs"] if v])
@@ -186,6 +213,13 @@ def run(ctx, clock=time.monotonic, sleep=time.sleep):
     rules_before = fs.read_text(RULES_PATH) if params["persist"] else None
     rules_after = render_rules(rules_before, address, params["num_vfs"]) if params["persist"] else None
     rules_changed = params["persist"] and rules_before != rules_after
+    if rules_changed and not fs.writable(RULES_PATH):  # checked before the VFs change, in check mode too
+        raise HostStateError(
+            f"persist=true: cannot write {RULES_PATH}: its directory is not writable (a read-only file system, or "
+            f"not root: become: true); nothing was changed. Make {RULES_PATH.rsplit('/', 1)[0]} writable, or set "
+            "persist=false (host_prep: host_prep_sriov_persist: false) and re-create the VFs after every reboot "
+            "another way"
+        )
 
     vfs = state["vfs"]
     if not ctx.check_mode:
@@ -195,10 +229,7 @@ def run(ctx, clock=time.monotonic, sleep=time.sleep):
         if writes:
             vfs = wait_for_vfs(fs, address, params["num_vfs"], params["timeout"], clock=clock, sleep=sleep)
         if rules_changed:
-            if rules_after is None:
-                fs.remove(RULES_PATH)
-            else:
-                fs.write_file(RULES_PATH, rules_after)
+            _write_rules(fs, rules_after)
             ctx.did(f"{'removed' if rules_after is None else 'wrote'} {RULES_PATH}")
 
     result = {

@@ -41,10 +41,18 @@ attributes:
       - Shows package version and service state before and after.
 options:
   package_name:
-    description: Package to install instead of the name derived from the package manager and driver branch.
+    description:
+      - Package to install instead of the name derived from the package manager and driver branch.
+      - Must be a Debian package name (apt hosts) or an RPM package name (dnf hosts), starting with a letter or digit;
+        anything else (a value starting with C(-), C(=), C(/), spaces, globs) is refused, naming this option, before
+        any command runs.
     type: str
   package_revision:
-    description: Package revision appended to the driver version to form the package version.
+    description:
+      - Package revision appended to the driver version to form the package version.
+      - Must be a Debian revision (apt hosts; letters, digits, C(+ . ~)) or an RPM release (dnf hosts; letters,
+        digits, C(. _ + ~ ^)), starting with a letter or digit and without C(-); anything else is refused, naming
+        this option, before any command runs.
     type: str
     default: "1"
 notes:

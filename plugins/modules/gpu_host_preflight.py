@@ -17,10 +17,14 @@ description:
     loaded (naming the GPUs it is bound to) or not blacklisted while an NVIDIA driver is planned; C(driver) a host
     NVIDIA driver while the GPU Operator driver container is planned; C(mofed) host MLNX_OFED/DOCA-OFED against the
     Network Operator's DOCA driver and against the GPU Operator's driver.rdma.useHostMofed; C(fabricmanager)
-    NVSwitches without a running nvidia-fabricmanager of the host driver's exact version; C(acs) ACS enabled above
-    GPUs/NICs with GPUDirect (or not in the state host_prep_acs asks for); C(gpudirect) IOMMU translating and
-    nvidia_peermem; C(sriov) PF resolution (netdev or PCI address, short forms such as C(14:00.0) accepted) and VF
-    counts against the firmware limit; C(secure_boot) Secure Boot with unsigned modules planned."
+    NVSwitches without a running nvidia-fabricmanager of the host driver's exact version (and an NVSwitch host with
+    no NVIDIA driver yet while the host driver or host_prep's fabricmanager fix is planned, an error: that fix
+    cannot run before the driver); C(acs) ACS enabled above GPUs/NICs with GPUDirect (or not in the state
+    host_prep_acs asks for); C(gpudirect) IOMMU translating and nvidia_peermem; C(sriov) PF resolution (netdev or
+    PCI address, short forms such as C(14:00.0) accepted) and VF counts against the firmware limit; C(secure_boot)
+    Secure Boot with unsigned modules planned."
+  - A bad value is named by its option - C(sriov[1].pf), C(sriov[0].num_vfs), C(fix.acs_devices[2]) (with
+    host_prep's variable beside it) - not only by the value.
   - Works out host_prep's plan from O(fix) (C(auto) follows the hardware facts) and returns it in RV(plan). In
     O(stage=preflight) a finding that this plan or O(planned_fixes) addresses is part of the plan (C(planned),
     at most a warning) and never fails the module. In O(stage=validate) only the concerns host_prep manages are

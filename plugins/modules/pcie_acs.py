@@ -44,12 +44,16 @@ options:
   devices:
     description:
       - PCI addresses (C(DDDD:BB:DD.F), or C(BB:DD.F) for domain 0000) to set, instead of the default targets.
-      - A listed device without the ACS capability is an error, and nothing is changed.
+      - A listed device without the ACS capability is an error, and nothing is changed. Errors name the item, for
+        example C(devices[1]).
     type: list
     elements: str
   persist:
     description:
-      - Install and enable the boot-time unit that re-applies the values. Needs C(setpci) (pciutils) and systemd.
+      - Install and enable the boot-time unit that re-applies the values. Needs C(setpci) (pciutils) and systemd
+        running as the host's init (C(/run/systemd/system) present, as sd_booted(3) checks), and a writable
+        C(/etc/systemd/system); all three are checked before any register or file is written, so a host without
+        them fails with nothing changed.
       - V(false) leaves an existing unit as it is.
     type: bool
     default: false

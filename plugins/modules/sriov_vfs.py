@@ -45,7 +45,10 @@ options:
     type: int
     required: true
   persist:
-    description: Keep the count across reboots with a udev rule.
+    description:
+      - Keep the count across reboots with a udev rule.
+      - The rules folder must be writable; that is checked before the VF count changes (a read-only folder fails
+        with nothing changed, naming C(/etc/udev/rules.d/70-gpuops-sriov.rules)).
     type: bool
     default: false
   timeout:

@@ -215,3 +215,27 @@ def test_bad_vf_requests_fail_before_any_change(hosts, vfs, expect):
     assert r.returncode != 0
     assert expect in r.stdout, r.stdout[-3000:]
     assert tree_digest(trees["l40s"]) == before
+
+
+def test_an_nvswitch_host_without_a_driver_is_refused_before_any_change(tmp_path):
+    """Issue 27: host_prep_nvidia_driver: host on an NVSwitch host with no driver yet. The preflight passed with an
+    info finding, the role changed nouveau and ACS, then fabricmanager failed "no NVIDIA driver", and every rerun the
+    same way. Now the preflight refuses it, naming the fix, and the host is untouched - on every run."""
+    from gpuops_lab import profiles
+    from gpuops_lab.hostsim.hosts import create_host
+
+    prof = profiles.load("dgx-h100")
+    prof["host"]["nvidia_driver"] = None
+    prof["host"]["modules_loaded"] = [m for m in prof["host"]["modules_loaded"] if not str(m).startswith("nvidia")]
+    made = create_host(prof, "dgx-nodrv", tmp_path / "hosts")
+    hv = {"dgx-nodrv": dict(made["hostvars"], host_prep_nvidia_driver="host")}
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hv}}}}))
+    tree = Path(made["hostvars"]["gpuops_hostsim_tree"])
+    before = tree_digest(tree)
+    for _run in range(2):
+        r = play(inv)
+        assert r.returncode != 0
+        assert "fabricmanager-needs-driver" in r.stdout and "install the NVIDIA driver on the host first" in r.stdout
+        assert "Blacklist nouveau" not in r.stdout and "Set PCIe ACS" not in r.stdout, r.stdout[-3000:]
+        assert tree_digest(tree) == before

@@ -210,7 +210,44 @@ TABLES = {
             {"nvidia_driver": "host"},
             [("fabricmanager-inactive", "error")],
         ),
-        ("no driver yet", {**SWITCH, **NO_DRIVER}, {"nvidia_driver": "host"}, [("fabricmanager-needs-driver", "info")]),
+        # issue 27: the host driver is planned but absent - host_prep's fabricmanager fix cannot run: refused
+        (
+            "no driver yet",
+            {**SWITCH, **NO_DRIVER},
+            {"nvidia_driver": "host"},
+            [("fabricmanager-needs-driver", "error")],
+        ),
+        (
+            "no driver yet, fabricmanager planned",
+            {**SWITCH, **NO_DRIVER},
+            {"nvidia_driver": "host", "fabricmanager": True},
+            [("fabricmanager-needs-driver", "error")],
+        ),
+        (
+            "no driver, fabricmanager present without a host driver plan",
+            {**SWITCH, **NO_DRIVER},
+            {"nvidia_driver": "none", "fabricmanager": True},
+            [("fabricmanager-needs-driver", "error")],
+        ),
+        (
+            "no driver, driver container, host_prep_fabricmanager present",
+            {**SWITCH, **NO_DRIVER},
+            {"nvidia_driver": "container", "fabricmanager": True},
+            [("fabricmanager-needs-driver", "error")],
+        ),
+        (
+            "no driver, none planned",
+            {**SWITCH, **NO_DRIVER},
+            {"nvidia_driver": "none"},
+            [("fabricmanager-needs-driver", "info")],
+        ),
+        ("no driver, driver container", {**SWITCH, **NO_DRIVER}, {"nvidia_driver": "container"}, []),
+        (
+            "only an installed driver (not loaded) is a driver",
+            {**SWITCH, "nvidia_driver": {"loaded": False, "version": None, "installed_version": "570.124.06"}},
+            {"nvidia_driver": "host", "fabricmanager": True},
+            [("fabricmanager-missing", "error")],
+        ),
         (
             "container with host fm",
             {**SWITCH, **NO_DRIVER, "fabricmanager": FM_OK},

@@ -229,6 +229,18 @@ OLD_PCI_IDS = (
             "accelerators",
             {"model": "NVIDIA B200", "architecture": "Blackwell", "memory_gb": 180, "mig_capable": True},
         ),
+        (
+            "2941",
+            "030200",
+            "accelerators",
+            {"model": "NVIDIA GB200", "architecture": "Blackwell", "memory_gb": 186, "mig_capable": True},
+        ),
+        (
+            "31c2",
+            "030200",
+            "accelerators",
+            {"model": "NVIDIA GB300", "architecture": "Blackwell", "memory_gb": 288, "mig_capable": True},
+        ),
         ("26b9", "030200", "accelerators", {"model": "NVIDIA L40S", "mig_capable": False}),  # the table before pci.ids
         (
             "2ffe",

@@ -76,6 +76,45 @@ def test_host_prep_preflight_plans_its_fixes_and_does_not_fail_on_them():
     assert rules.failing(d["findings"], "warning") == []
 
 
+NO_DRIVER = {"nvidia_driver": {"loaded": False, "version": None, "installed_version": None}}
+
+
+@pytest.mark.parametrize(
+    ("nvidia_driver", "fm_policy", "expected"),
+    [
+        # issue 27: the plan changes nouveau and ACS, then fabricmanager fails "no NVIDIA driver": refused before any
+        (
+            "host",
+            "auto",
+            [("nouveau-not-blacklisted", "warning", True), ("fabricmanager-needs-driver", "error", False)],
+        ),
+        (
+            "host",
+            "skip",
+            [("nouveau-not-blacklisted", "warning", True), ("fabricmanager-needs-driver", "error", False)],
+        ),
+        (
+            "none",
+            "present",
+            [("nouveau-not-blacklisted", "warning", True), ("fabricmanager-needs-driver", "error", False)],
+        ),
+        ("none", "auto", [("nouveau-not-blacklisted", "warning", True), ("fabricmanager-needs-driver", "info", False)]),
+        ("container", "auto", [("nouveau-not-blacklisted", "warning", True)]),
+    ],
+)
+def test_nvswitch_host_without_a_driver_is_refused_when_the_plan_needs_one(nvidia_driver, fm_policy, expected):
+    d = _preflight.evaluate(
+        {**DGX, **NO_DRIVER}, params(nvidia_driver=nvidia_driver, fix=dict(HOST_PREP, fabricmanager=fm_policy))
+    )
+    got = [f for f in ids(d) if f[0] != "acs-enabled"]
+    assert got == expected
+    refused = [f for f in d["findings"] if f["id"] == "fabricmanager-needs-driver" and f["severity"] == "error"]
+    assert bool(rules.failing(d["findings"], "error")) is bool(refused)
+    for f in refused:
+        assert "install the NVIDIA driver" in f["fix"] and "driver container" in f["fix"]
+        assert f["planned"] is False and f["fixed_by"] is None
+
+
 def test_host_prep_skipping_a_fix_makes_its_finding_blocking():
     d = _preflight.evaluate(DGX, params(fix=dict(HOST_PREP, fabricmanager="skip")))
     assert ("fabricmanager-missing", "error", False) in ids(d)

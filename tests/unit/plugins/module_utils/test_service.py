@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuops.platform.plugins.module_utils import _fs, _service
 from ansible_collections.gpuops.platform.plugins.module_utils._runner import Runner
 from ansible_collections.gpuops.platform.plugins.module_utils._service import Systemd
 
@@ -37,3 +38,13 @@ def test_unanswered_query_is_unknown(commands, verb, answer, expected):
 
 def test_status_without_systemctl_is_unknown(commands):
     assert Systemd(Runner(module=None)).status("x.service") == {"active": None, "enabled": None}
+
+
+def test_booted_is_sd_booted(host):
+    """systemd as PID 1 makes /run/systemd/system (sd_booted(3)); a file of that name, or none, is not systemd."""
+    assert _service.booted(_fs.HostFS()) is False
+    host.file("/run/systemd/system", "")
+    assert _service.booted(_fs.HostFS()) is False
+    host.p("/run/systemd/system").unlink()
+    host.p("/run/systemd/system").mkdir()
+    assert _service.booted(_fs.HostFS()) is True

@@ -213,6 +213,7 @@ class FakeSystemd:
         self.enabled = False
         self.active = False
         self.running = None
+        host.p("/run/systemd/system").mkdir(parents=True, exist_ok=True)  # running as PID 1 (sd_booted)
         commands.tools |= {"systemctl"}
         commands.on(r"^systemctl daemon-reload$", self.daemon_reload)
         commands.on(

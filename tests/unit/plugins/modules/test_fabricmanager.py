@@ -157,3 +157,74 @@ def test_unanswered_systemctl_is_not_taken_for_inactive(nvswitch_host, commands,
     assert failed and "cannot read the state of nvidia-fabricmanager.service" in result["msg"]
     assert "has not been booted with systemd" in result["msg"]
     assert commands.mutations() == [] and result["changed"] is False
+
+
+# Issue 27: package_name and package_revision went to apt-get unchecked (-oAPT::Get::Simulate=true made apt
+# "succeed" installing nothing). A value that is no Debian/RPM name or revision is refused naming its option: one that
+# neither manager takes before anything runs, one the host's manager does not take before any package command.
+PKG_COMMANDS = ("dpkg-query", "apt-get", "rpm", "dnf")
+
+
+@pytest.mark.parametrize(
+    "mgr, args, option, nothing_run",
+    [
+        ("apt", {"package_name": "-oAPT::Get::Simulate=true"}, "package_name", True),
+        ("apt", {"package_name": "--simulate"}, "package_name", True),
+        ("apt", {"package_name": "nvidia-fabricmanager-570=570.86.15-1"}, "package_name", True),
+        ("apt", {"package_name": "nvidia-fabricmanager/jammy"}, "package_name", True),
+        ("apt", {"package_name": "nvidia-fabricmanager-570 vim"}, "package_name", True),
+        ("apt", {"package_name": "nvidia-fabricmanager*"}, "package_name", True),
+        ("apt", {"package_name": ""}, "package_name", True),
+        ("apt", {"package_name": "x" * 256}, "package_name", True),
+        ("apt", {"package_name": "Nvidia-FabricManager"}, "package_name", False),  # an RPM name, not a Debian one
+        ("apt", {"package_name": "n"}, "package_name", False),  # Debian: 2 characters at least
+        ("apt", {"package_name": "nvidia_fabricmanager"}, "package_name", False),
+        ("apt", {"package_revision": "-oAPT::Get::Simulate=true"}, "package_revision", True),
+        ("apt", {"package_revision": "1 --simulate"}, "package_revision", True),
+        ("apt", {"package_revision": "1-2"}, "package_revision", True),
+        ("apt", {"package_revision": ""}, "package_revision", True),
+        ("apt", {"package_revision": "1.el9_3"}, "package_revision", False),  # an RPM release, not a Debian revision
+        ("dnf", {"package_name": "-y"}, "package_name", True),
+        ("dnf", {"package_name": "nvidia-fabric-manager[1]"}, "package_name", True),
+        ("dnf", {"package_revision": "1~rc1:x"}, "package_revision", True),
+        ("dnf", {"package_revision": "0ubuntu1.2+x~y:z"}, "package_revision", True),
+    ],
+)
+def test_bad_package_options_are_refused_naming_the_option(
+    nvswitch_host, commands, run_module, mgr, args, option, nothing_run
+):
+    Host(commands, mgr=mgr)
+    snap = nvswitch_host.snapshot()
+    result, failed = run_module(fabricmanager, args)
+    assert failed and result["msg"].startswith(f"{option}: "), result["msg"]
+    assert "is not a valid package" in result["msg"] and result["changed"] is False
+    ran = [c.split()[0] for c in commands.calls]
+    assert not set(ran) & set(PKG_COMMANDS), commands.calls  # no package command saw it
+    if nothing_run:
+        assert commands.calls == []
+    assert nvswitch_host.snapshot() == snap and commands.mutations() == []
+
+
+@pytest.mark.parametrize(
+    "mgr, args, spec",
+    [
+        (
+            "apt",
+            {"package_name": "nvidia-fabricmanager-570", "package_revision": "0ubuntu1~22.04.1"},
+            "nvidia-fabricmanager-570=570.124.06-0ubuntu1~22.04.1",
+        ),
+        ("apt", {"package_name": "nvidia-fabricmanager"}, "nvidia-fabricmanager=570.124.06-1"),
+        ("dnf", {"package_revision": "1.el9_3"}, "nvidia-fabric-manager-570.124.06-1.el9_3"),
+        (
+            "dnf",
+            {"package_name": "nvidia-fabric-manager", "package_revision": "1"},
+            "nvidia-fabric-manager-570.124.06-1",
+        ),
+    ],
+)
+def test_valid_package_options_reach_the_package_manager(nvswitch_host, commands, run_module, mgr, args, spec):
+    Host(commands, mgr=mgr)
+    result, failed = run_module(fabricmanager, args)
+    assert not failed, result["msg"]
+    (install,) = [c for c in commands.calls if c.startswith(("apt-get install", "dnf install"))]
+    assert install.endswith(" " + spec)

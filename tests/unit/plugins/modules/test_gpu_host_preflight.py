@@ -31,7 +31,8 @@ def test_gathers_and_fails_on_errors(dgx, commands, run_module, check_mode):
         "sriov-vfs-above-limit",
     ]
     assert "nouveau-loaded" in result["msg"] and "sriov-vfs-above-limit" in result["msg"]
-    assert result["summary"] == {"error": 4, "warning": 0, "info": 1}
+    # no driver while the host driver is planned: refused (issue 27; it was an info finding and host_prep failed later)
+    assert result["summary"] == {"error": 5, "warning": 0, "info": 0}
     assert dgx.snapshot() == snap and commands.mutations() == []
 
 
@@ -103,3 +104,28 @@ def test_hosts_in_one_run_read_nothing(commands, run_module):
 def test_hosts_excludes_single_host_options(commands, run_module, other):
     result, failed = run_module(gpu_host_preflight, {"hosts": [{"node_name": "a", "facts": {}}], **other})
     assert failed and "mutually exclusive" in result["msg"] and "hosts" in result["msg"]
+
+
+# Issue 27: a bad host input names the option it came from (fix.acs_devices[i], sriov[i].pf, sriov[i].num_vfs),
+# with host_prep's variable beside it, and the module fails before anything (dgx_like: ibp19s0 is 0000:13:00.0,
+# 16 VFs at most).
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (
+            {"fix": {"acs": "disable", "acs_devices": ["17:00"]}},
+            "fix.acs_devices[0] (host_prep: host_prep_acs_devices[0])",
+        ),
+        ({"fix": {"acs": "disable", "acs_devices": ["0000:00:01.0", "x"]}}, "fix.acs_devices[1] (host_prep: "),
+        ({"sriov": [{"pf": "13:00", "num_vfs": 1}]}, "sriov[0].pf 13:00 is not a PCI address"),
+        ({"sriov": [{"pf": "ibp19s0", "num_vfs": 1}, {"pf": "nope0", "num_vfs": 1}]}, "sriov[1].pf nope0: "),
+        ({"sriov": [{"pf": "ibp19s0", "num_vfs": -1}]}, "sriov[0].num_vfs -1 requested on PF ibp19s0"),
+        ({"sriov": [{"pf": "ibp19s0", "num_vfs": 32}]}, "sriov[0].num_vfs: 32 VFs requested on PF ibp19s0"),
+        ({"gpudirect": "maybe"}, "gpudirect must be auto, true or false, got maybe"),
+    ],
+)
+def test_bad_input_names_its_option(dgx, commands, run_module, args, match):
+    snap = dgx.snapshot()
+    result, failed = run_module(gpu_host_preflight, {"nvidia_driver": "container", **args})
+    assert failed and match in result["msg"], result["msg"]
+    assert result.get("changed") is False and dgx.snapshot() == snap and commands.mutations() == []

@@ -61,8 +61,14 @@ def test_readback_mismatch_is_an_error(host, run_module, monkeypatch):
     assert failed and "reads 0x001d after writing 0x0000" in result["msg"]
 
 
+def systemd_booted(host):
+    """What systemd makes at boot as PID 1 (sd_booted(3) tests it): an empty tree has none."""
+    host.p("/run/systemd/system").mkdir(parents=True, exist_ok=True)
+
+
 def test_persist_installs_and_enables_the_unit(host, dgx, commands, four_step):
     commands.tools |= {"systemctl", "setpci"}
+    systemd_booted(host)
     enabled = {"value": False}
 
     def is_enabled(argv):
@@ -85,6 +91,7 @@ def test_persist_installs_and_enables_the_unit(host, dgx, commands, four_step):
 
 def test_persist_without_setpci_fails_before_writing(host, dgx, commands, run_module):
     commands.tools |= {"systemctl"}
+    systemd_booted(host)
     snap = host.snapshot()
     result, failed = run_module(pcie_acs, {"persist": True})
     assert failed and "setpci" in result["msg"] and "pciutils" in result["msg"]
@@ -95,6 +102,7 @@ def test_persist_reloads_when_a_reload_is_pending(host, dgx, commands, run_modul
     """The unit file is in place but an earlier run failed before systemctl daemon-reload: check mode says so,
     the run reloads once and clears the record."""
     commands.tools |= {"systemctl", "setpci"}
+    systemd_booted(host)
     commands.on(r"^systemctl is-enabled gpuops-pcie-acs.service$", (0, "enabled\n", ""))
     result, failed = run_module(pcie_acs, {"persist": True})
     assert not failed and commands.mutations() == [
@@ -111,3 +119,61 @@ def test_persist_reloads_when_a_reload_is_pending(host, dgx, commands, run_modul
     assert not host.p(_pending.path(_acs.PENDING)).exists()
     result, failed = run_module(pcie_acs, {"persist": True})
     assert not failed and not result["changed"]
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_persist_without_a_running_systemd_fails_before_any_change(host, dgx, commands, run_module, check_mode):
+    """Issue 27: systemctl installed, systemd not running (a container, a chroot): it wrote the twelve registers and
+    the unit file, then daemon-reload failed, and promised that a rerun would finish, which it cannot. Now it checks
+    first: nothing written, no systemctl change, changed false, the option and the evidence named."""
+    commands.tools |= {"systemctl", "setpci"}
+    commands.on(r"^systemctl is-enabled gpuops-pcie-acs.service$", (1, "disabled\n", ""))  # answers from the files
+    commands.on(
+        r"^systemctl daemon-reload$", (1, "", "System has not been booted with systemd as init system (PID 1).")
+    )
+    snap = host.snapshot()
+    result, failed = run_module(pcie_acs, {"persist": True}, check_mode=check_mode)
+    assert failed and result["changed"] is False
+    msg = result["msg"]
+    assert "persist=true needs a running systemd" in msg and "/run/systemd/system is absent" in msg
+    assert "nothing was changed" in msg and "the next run finishes the job" not in msg
+    assert host.snapshot() == snap and commands.mutations() == []
+    assert all(host.acs_control(a) == 0x001D for a in dgx["bridges"] if host.acs_control(a) is not None)
+    # without persist the same host is fine: the registers are set, no unit is needed
+    result, failed = run_module(pcie_acs, {"persist": False}, check_mode=check_mode)
+    assert not failed and result["changed"] is True and result["unit"] is None
+
+
+# Issue 27: a bad item of devices is named by its index, not only by its value, and nothing changes.
+@pytest.mark.parametrize("check_mode", [True, False])
+@pytest.mark.parametrize(
+    "devices, match",
+    [
+        (["0000:00:01"], "devices[0]: malformed PCI address '0000:00:01'"),
+        (["0000:00:01.0", ""], "devices[1]: malformed PCI address ''"),
+        (["0000:00:01.0", "0000:ee:00.0"], "devices[1]: PCI device 0000:ee:00.0 not found"),
+        (["0000:00:01.0", "0000:12:00.0"], "devices[1]: PCI device 0000:12:00.0 has no ACS extended capability"),
+        (["00:01.0", "0000:00:01.0", "10:00.0"], "devices[2]: PCI device 0000:10:00.0 has no ACS"),
+        (["0000:10:00.0", "10:00.0"], "devices[0]: PCI device 0000:10:00.0 has no ACS"),  # the first naming it
+    ],
+)
+def test_bad_devices_name_the_item(host, dgx, commands, run_module, check_mode, devices, match):
+    snap = host.snapshot()
+    result, failed = run_module(pcie_acs, {"devices": devices}, check_mode=check_mode)
+    assert failed and result["msg"].startswith(match), result["msg"]
+    assert result["changed"] is False and host.snapshot() == snap and commands.mutations() == []
+
+
+def test_a_read_only_unit_folder_is_refused_before_any_register(host, dgx, commands, run_module, monkeypatch):
+    from ansible_collections.gpuops.platform.plugins.module_utils import _fs
+
+    commands.tools |= {"systemctl", "setpci"}
+    systemd_booted(host)
+    host.p("/etc/systemd/system").mkdir(parents=True, exist_ok=True)  # as on a real host
+    units = str(host.p("/etc/systemd/system"))
+    real_access = _fs.os.access
+    monkeypatch.setattr(_fs.os, "access", lambda p, m: False if str(p).startswith(units) else real_access(p, m))
+    snap = host.snapshot()
+    result, failed = run_module(pcie_acs, {"persist": True})
+    assert failed and result["changed"] is False and f"cannot write {_acs.UNIT_PATH}" in result["msg"]
+    assert host.snapshot() == snap and commands.mutations() == []

@@ -91,3 +91,73 @@ def test_persist_writes_one_rule_per_pf(host, kernel, four_step):
     assert results[0]["diff"][1]["after"] == text
     results = four_step(sriov_vfs, {"pf": PF, "num_vfs": 0, "persist": True})
     assert _sriov.RULE % (PF, 2) not in host.read(_sriov.RULES_PATH)
+
+
+def first_gpu(host):
+    """A PCI device of the profile that is not a NIC (an L40S): it has no SR-IOV capability."""
+    for dev in sorted(host.p("/sys/bus/pci/devices").iterdir()):
+        if (dev / "vendor").read_text().strip() == "0x10de":
+            return dev.name
+    raise AssertionError("no GPU in the profile")
+
+
+# Issue 27: every bad value names its option (pf, num_vfs, timeout), not only the value, and changes nothing.
+@pytest.mark.parametrize(
+    "args, option, match",
+    [
+        ({"pf": "0000:14:00", "num_vfs": 1}, "pf", "pf: malformed PCI address '0000:14:00'"),
+        ({"pf": "14:00.9", "num_vfs": 1}, "pf", "pf: malformed PCI address '14:00.9'"),
+        ({"pf": "0000:ee:00.0", "num_vfs": 1}, "pf", "pf: PCI device 0000:ee:00.0 not found"),
+        ({"pf": "eth7", "num_vfs": 1}, "pf", "pf: unknown PF eth7:"),
+        ({"pf": "enp20s0np0;reboot", "num_vfs": 1}, "pf", "pf enp20s0np0;reboot is neither"),
+        ({"pf": "", "num_vfs": 1}, "pf", "pf must be a network interface name or a PCI address"),
+        ({"pf": "GPU", "num_vfs": 1}, "pf", "is not SR-IOV capable"),
+        ({"pf": PF, "num_vfs": -1}, "num_vfs", "num_vfs must be 0 or more, got -1"),
+        ({"pf": PF, "num_vfs": 9}, "num_vfs", "num_vfs=9 is above the firmware limit"),
+        ({"pf": PF, "num_vfs": 1, "timeout": -1}, "timeout", "timeout must be 0 or more, got -1"),
+    ],
+)
+def test_bad_input_names_its_option(host, kernel, commands, run_module, args, option, match):
+    if args["pf"] == "GPU":
+        args = dict(args, pf=first_gpu(host))
+    snap = host.snapshot()
+    result, failed = run_module(sriov_vfs, args)
+    assert failed and match in result["msg"], result["msg"]
+    assert result["msg"].startswith(option), result["msg"]
+    assert result["changed"] is False and host.snapshot() == snap and kernel.writes == []
+
+
+def test_a_read_only_rules_folder_is_refused_before_the_vfs_change(host, kernel, commands, run_module, monkeypatch):
+    """Issue 27: the error named the temporary file (.gpuops-XXXX) and came after the VFs changed. Now the folder
+    is checked first (check mode too) and the message names the rules file and the option."""
+    rules_dir = host.p(_sriov.RULES_PATH).parent
+    rules_dir.mkdir(parents=True, exist_ok=True)  # as on a real host
+    real_access = _fs.os.access
+    monkeypatch.setattr(
+        _fs.os, "access", lambda p, mode: False if str(p).startswith(str(rules_dir)) else real_access(p, mode)
+    )
+    snap = host.snapshot()
+    for check_mode in (True, False):
+        result, failed = run_module(sriov_vfs, {"pf": PF, "num_vfs": 2, "persist": True}, check_mode=check_mode)
+        assert failed and result["changed"] is False
+        assert f"persist=true: cannot write {_sriov.RULES_PATH}" in result["msg"] and ".gpuops-" not in result["msg"]
+        assert "nothing was changed" in result["msg"]
+    assert host.snapshot() == snap and kernel.writes == []
+    # without persist the same host is fine
+    result, failed = run_module(sriov_vfs, {"pf": PF, "num_vfs": 2})
+    assert not failed and result["rules_path"] is None
+
+
+def test_a_rules_write_that_fails_names_the_rules_file_not_the_temp_file(host, kernel, run_module, monkeypatch):
+    """access(2) can say yes and the write still fail (root squash, a mount changing under the run): the error
+    names 70-gpuops-sriov.rules, as write_file raises it, never the temporary file next to it."""
+
+    def read_only(prefix, dir):
+        raise OSError(errno.EROFS, "Read-only file system", f"{dir}/{prefix}k3j2h1")
+
+    monkeypatch.setattr(_fs.tempfile, "mkstemp", read_only)
+    result, failed = run_module(sriov_vfs, {"pf": PF, "num_vfs": 2, "persist": True})
+    assert failed and f"writing {_sriov.RULES_PATH} failed: Read-only file system" in result["msg"]
+    assert ".gpuops-" not in result["msg"] and "k3j2h1" not in result["msg"]
+    assert result["changed"] is True  # the VFs were set; the message says so
+    assert "the VF count is set now" in result["msg"]
