@@ -132,7 +132,7 @@ STEPS = {
 
 
 @pytest.fixture(scope="module")
-def installed(cluster):
+def installed(cluster, tmp_path_factory):
     """One namespace with a node of its pool and the release deployed (revision 1), for every case."""
     from gpuops_lab import nodes
     from kubernetes import client
@@ -141,8 +141,7 @@ def installed(cluster):
     ns = new_ns()
     made = nodes.add(core, "cpu-only", 1, prefix=f"k{ns[2:8]}-cpu-only")
     core.patch_node(made[0], {"metadata": {"labels": {POOL: ns}}})
-    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpuops-killed-{ns}"
-    tmp.mkdir(parents=True)
+    tmp = tmp_path_factory.mktemp("installed")
     try:
         r = subprocess.run(  # noqa: S603
             argv(cluster, release=RELEASE, ns=ns, values=values(ns, "v0")), env=env(tmp), capture_output=True, text=True
@@ -230,7 +229,8 @@ def test_a_killed_run_converges_on_the_next_run(cluster, installed, tmp_path, st
     assert copies(tmp) == [], "a chart copy of the killed run is left"
     assert took < LEASE + 60, f"the rerun took {took:.0f}s"
     if how == "SIGKILL-all":
-        assert "was pending-upgrade at revision" in r.stdout and "rolled back to revision" in r.stdout, r.stdout[-6000:]
+        said = r.stdout + r.stderr  # warnings go to stderr
+        assert "was pending-upgrade at revision" in said and "rolled back to revision" in said, said[-6000:]
 
 
 def test_a_first_install_killed_is_uninstalled_and_installed_again(cluster, installed, tmp_path):
@@ -249,7 +249,8 @@ def test_a_first_install_killed_is_uninstalled_and_installed_again(cluster, inst
     with TIMINGS.open("a") as f:
         f.write(json.dumps({"step": "first-install", "signal": "SIGKILL-all", "rerun_s": round(took, 1)}) + "\n")
     assert r.returncode == 0, r.stdout[-6000:]
-    assert "was pending-install at revision 1" in r.stdout and "uninstalled it" in r.stdout, r.stdout[-6000:]
+    said = r.stdout + r.stderr  # warnings go to stderr
+    assert "was pending-install at revision 1" in said and "uninstalled it" in said, said[-6000:]
     assert release_meta(cluster, ns, release)["status"] == "deployed"
     assert lease(cluster, ns, release) is None and copies(tmp) == []
     assert took < LEASE + 60, f"the rerun took {took:.0f}s"
