@@ -170,3 +170,202 @@ def test_device_config_and_nfd_group_strict_schema(cluster, crds, namespace):
     assert r.returncode == 0, r.stderr
     spec = json.loads(r.stdout)["spec"]
     assert spec == {"default": False, "driverType": "gpu", "image": "nvcr.io/nvidia/driver", "kernelModuleType": "auto"}
+
+
+# The CRDs closed where anything writes (issue 27 §6): on the real API server, with strict field validation, a field
+# upstream's schema does not have is rejected where the fixture used to keep unknown fields, and so are a value outside
+# upstream's enum and a duration that does not match its pattern; an object as upstream's schema allows it is
+# accepted. Dry runs only, except the status writes, which need the object (deleted afterwards).
+KPS = CHARTS / "kube-prometheus-stack" / "crds"
+SRIOV = CHARTS / "sriov-network-operator" / "1.6.0" / "crds"
+STRICT_CRD_FILES = [
+    CHARTS / "node-feature-discovery" / "crds" / "nodefeatures.yaml",
+    KPS / "monitoring.coreos.com_prometheuses.yaml",
+    KPS / "monitoring.coreos.com_servicemonitors.yaml",
+    KPS / "monitoring.coreos.com_prometheusrules.yaml",
+    CHARTS / "kai-scheduler" / "crds" / "scheduling.run.ai_queues.yaml",
+    SRIOV / "sriovnetwork.openshift.io_sriovnetworknodepolicies.yaml",
+    SRIOV / "sriovnetwork.openshift.io_sriovnetworknodestates.yaml",
+    AMD / "charts" / "kmm" / "crds" / "module-crd.yaml",
+    AMD / "charts" / "kmm" / "crds" / "nodemodulesconfig-crd.yaml",
+    AMD / "charts" / "remediation-crds" / "crds" / "workflow-crd.yaml",
+    AMD / "charts" / "remediation-crds" / "crds" / "workflowtemplate-crd.yaml",
+]
+
+
+@pytest.fixture(scope="module")
+def strict_crds(cluster):
+    created = []
+    try:
+        for path in STRICT_CRD_FILES:
+            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+            if _kubectl(cluster, "get", "crd", name).returncode != 0:
+                r = _kubectl(cluster, "create", "-f", str(path))
+                assert r.returncode == 0, f"{path.name}: {r.stderr}"  # the API server takes the schema as structural
+                created.append(name)
+            assert _established(cluster, name), f"CRD {name} not Established"
+        time.sleep(1)  # discovery of the new resources
+        yield
+    finally:
+        for name in created:
+            _kubectl(cluster, "delete", "crd", name, "--wait=false")
+
+
+def _obj(api_version: str, kind: str, **fields) -> dict:
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": f"t-{uuid.uuid4().hex[:8]}"}, **fields}
+
+
+MON = "monitoring.coreos.com/v1"
+SRIOV_V1 = "sriovnetwork.openshift.io/v1"
+_POLICY = {"resourceName": "r", "nodeSelector": {}, "numVfs": 4, "nicSelector": {"pfNames": ["ens1f0"]}}
+_BRIDGE = {"datapathType": "netdev", "externalIDs": {"a": "b"}}
+_UPLINK = {"pciAddress": "0000:3b:00.0", "interface": {"type": "dpdk", "mtuRequest": 9000}}
+_ENDPOINT = {"port": "metrics", "interval": "15s", "scheme": "https", "relabelings": [{"action": "labeldrop"}]}
+_RULES = [{"name": "g", "rules": [{"alert": "A", "expr": "up == 0", "for": "5m"}]}]
+_DUR = "should match"  # the API server's pattern message
+# (object, the error the API server must give; "" when it must accept the object)
+STRICT_CASES = {
+    "NodeFeature: unknown feature type": (
+        _obj("nfd.k8s-sigs.io/v1alpha1", "NodeFeature", spec={"features": {"flag": {}}}),
+        'unknown field "spec.features.flag"',
+    ),
+    "NodeFeature: as nfd-worker publishes it": (
+        _obj(
+            "nfd.k8s-sigs.io/v1alpha1",
+            "NodeFeature",
+            spec={
+                "features": {
+                    "flags": {"kernel.loadedmodule": {"elements": {"nvidia": {}}}},
+                    "attributes": {"cpu.model": {"elements": {"vendor_id": "AMD"}}},
+                    "instances": {"pci.device": {"elements": [{"attributes": {"vendor": "10de"}}]}},
+                }
+            },
+        ),
+        "",
+    ),
+    "Prometheus: unknown toleration field": (
+        _obj(MON, "Prometheus", spec={"tolerations": [{"key": "k", "operator": "Exists", "efect": "NoSchedule"}]}),
+        'unknown field "spec.tolerations[0].efect"',
+    ),
+    "Prometheus: retention pattern": (_obj(MON, "Prometheus", spec={"retention": "10 days"}), _DUR),
+    "Prometheus: tolerations and retention as upstream allows": (
+        _obj(MON, "Prometheus", spec={"retention": "10d", "tolerations": [{"key": "k", "operator": "Exists"}]}),
+        "",
+    ),
+    "ServiceMonitor: scheme": (
+        _obj(MON, "ServiceMonitor", spec={"selector": {}, "endpoints": [{**_ENDPOINT, "scheme": "tcp"}]}),
+        "Unsupported value",
+    ),
+    "ServiceMonitor: relabeling action": (
+        _obj(
+            MON, "ServiceMonitor", spec={"selector": {}, "endpoints": [{"port": "m", "relabelings": [{"action": "x"}]}]}
+        ),
+        "Unsupported value",
+    ),
+    "ServiceMonitor: metric relabeling action": (
+        _obj(
+            MON,
+            "ServiceMonitor",
+            spec={"selector": {}, "endpoints": [{"port": "m", "metricRelabelings": [{"action": "x"}]}]},
+        ),
+        "Unsupported value",
+    ),
+    "ServiceMonitor: endpoints required": (_obj(MON, "ServiceMonitor", spec={"selector": {}}), "Required value"),
+    "ServiceMonitor: as upstream allows": (
+        _obj(MON, "ServiceMonitor", spec={"selector": {}, "endpoints": [_ENDPOINT]}),
+        "",
+    ),
+    "PrometheusRule: for pattern": (
+        _obj(MON, "PrometheusRule", spec={"groups": [{"name": "g", "rules": [{"expr": "1", "for": "5 min"}]}]}),
+        _DUR,
+    ),
+    "PrometheusRule: as upstream allows": (_obj(MON, "PrometheusRule", spec={"groups": _RULES}), ""),
+    "SriovNetworkNodePolicy: unknown bridge field": (
+        _obj(SRIOV_V1, "SriovNetworkNodePolicy", spec={**_POLICY, "bridge": {"ovs": {"uplinks": []}}}),
+        'unknown field "spec.bridge.ovs.uplinks"',
+    ),
+    "SriovNetworkNodePolicy: OVS bridge as upstream allows": (
+        _obj(
+            SRIOV_V1,
+            "SriovNetworkNodePolicy",
+            spec={**_POLICY, "bridge": {"ovs": {"bridge": _BRIDGE, "uplink": {"interface": {"type": "dpdk"}}}}},
+        ),
+        "",
+    ),
+    "SriovNetworkNodeState: spec bridge without name": (
+        _obj(SRIOV_V1, "SriovNetworkNodeState", spec={"bridges": {"ovs": [{"bridge": _BRIDGE}]}}),
+        "Required value",
+    ),
+    "SriovNetworkNodeState: spec bridges as upstream allows": (
+        _obj(SRIOV_V1, "SriovNetworkNodeState", spec={"bridges": {"ovs": [{"name": "br", "uplinks": [_UPLINK]}]}}),
+        "",
+    ),
+    "kmm Module: unknown root field": (
+        _obj("kmm.sigs.x-k8s.io/v1beta1", "Module", spec={}, spek={}),
+        'unknown field "spek"',
+    ),
+    "Argo Workflow: unknown root field": (
+        _obj("argoproj.io/v1alpha1", "Workflow", spec={}, spek={}),
+        'unknown field "spek"',
+    ),
+    "Argo WorkflowTemplate: spec required": (_obj("argoproj.io/v1alpha1", "WorkflowTemplate"), "Required value"),
+}
+
+
+@pytest.mark.parametrize("case", STRICT_CASES)
+def test_closed_crds_on_the_api_server(cluster, strict_crds, namespace, case):
+    obj, error = STRICT_CASES[case]
+    r = _create(cluster, obj, "--dry-run=server", "-n", namespace)  # kubectl ignores -n for a cluster-scoped kind
+    if error:
+        assert r.returncode != 0 and error in r.stderr, r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+
+
+# (the object, a status upstream's schema rejects, the error, a status it accepts)
+STATUS_CASES = {
+    "Prometheus": (
+        _obj(MON, "Prometheus", spec={}),
+        {"avaliableReplicas": 1},
+        'unknown field "status.avaliableReplicas"',
+        {
+            "availableReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        },
+    ),
+    "Queue": (
+        _obj("scheduling.run.ai/v2", "Queue", spec={}),
+        {"allocatd": {"cpu": "1"}},
+        'unknown field "status.allocatd"',
+        {"allocated": {"cpu": "500m", "nvidia.com/gpu": 2}, "childQueues": []},
+    ),
+    "SriovNetworkNodeState": (
+        _obj(SRIOV_V1, "SriovNetworkNodeState", spec={}),
+        {"bridges": {"ovs": [{"name": "br", "uplink": {}}]}},
+        'unknown field "status.bridges.ovs[0].uplink"',
+        {"bridges": {"ovs": [{"name": "br", "uplinks": [_UPLINK]}]}, "syncStatus": "Succeeded"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", STATUS_CASES)
+def test_closed_status_on_the_api_server(cluster, strict_crds, namespace, case):
+    obj, bad, error, good = STATUS_CASES[case]
+    # the label keeps the lab's simulators away from these objects (the sim.gpuops.io/instance convention)
+    obj = {**obj, "metadata": {**obj["metadata"], "labels": {"sim.gpuops.io/instance": "schema-test"}}}
+    scope = ("-n", namespace)  # ignored for the cluster-scoped Queue
+    r = _create(cluster, obj, *scope)
+    assert r.returncode == 0, r.stderr
+    live = json.loads(r.stdout)
+    try:
+        for status, expected in ((bad, error), (good, "")):
+            body = json.dumps({**live, "status": status})
+            r = _kubectl(cluster, "replace", "--subresource=status", "--validate=strict", *scope, "-f", "-", stdin=body)
+            if expected:
+                assert r.returncode != 0 and expected in r.stderr, r.stderr
+            else:
+                assert r.returncode == 0, r.stderr
+    finally:
+        resource = live["apiVersion"].split("/")[0]  # qualified: Volcano's Queue is a "queue" too
+        plural = {"Prometheus": "prometheuses", "Queue": "queues"}.get(obj["kind"], obj["kind"].lower() + "s")
+        _kubectl(cluster, "delete", f"{plural}.{resource}", obj["metadata"]["name"], *scope, "--wait=false")
