@@ -488,7 +488,7 @@ def pod_view(pod):
     }
 
 
-def node_view(node, vendor):
+def node_view(node, vendor, tolerations=()):
     meta, status, spec = node.get("metadata") or {}, node.get("status") or {}, node.get("spec") or {}
     labels = meta.get("labels") or {}
     ready = condition(status.get("conditions"), "Ready") or {}
@@ -504,7 +504,7 @@ def node_view(node, vendor):
         "ready_reason": ready.get("reason"),
         "ready_message": ready.get("message"),
         "unschedulable": bool(spec.get("unschedulable")),
-        "scheduling": _diag_scheduling.node_scheduling(node),
+        "scheduling": _diag_scheduling.node_scheduling(node, tolerations if vendor == "nvidia" else ()),
         "problems": [
             {k: c.get(k) for k in ("type", "reason", "message")}
             for c in status.get("conditions") or ()
@@ -631,6 +631,7 @@ def build_view(raw, params, selector=None):
     """Everything the diagnosis rules and the result need, from the listed objects."""
     all_labels, gpu_nodes = {}, {}
     vendors = set(params["vendor"]) if params.get("vendor") else None
+    tolerations = _diag_scheduling.operand_tolerations(raw["daemonsets"])
     for node in raw["nodes"]:
         meta = node.get("metadata") or {}
         labels = meta.get("labels") or {}
@@ -640,7 +641,7 @@ def build_view(raw, params, selector=None):
         if selected and vendors is not None and vendor not in vendors:
             selected = False  # another vendor's node: judged by its own role, or when no vendor is given
         if selected:
-            gpu_nodes[meta.get("name")] = node_view(node, vendor)
+            gpu_nodes[meta.get("name")] = node_view(node, vendor, tolerations)
     operator_pods, operand_pods = [], []
     for pod, vendor in [(p, "nvidia") for p in raw["pods"]] + [(p, "amd") for p in raw.get("amd_pods") or ()]:
         if vendors is not None and vendor not in vendors:

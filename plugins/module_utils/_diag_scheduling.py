@@ -24,11 +24,12 @@ Any other cordon is a warning: no new pod lands on the node and its GPUs sit idl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _network_status, _upgrade
 from ansible_collections.gpuops.platform.plugins.module_utils._diag_common import node_finding
+from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import DEVICE_PLUGIN
 
 ONBOARDING_CORDON = "gpuops.platform/onboarding-cordoned"  # playbooks/onboard_node.yml sets and removes it
 UPGRADE_INITIAL_STATE = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
@@ -41,7 +42,8 @@ SRIOV_DRAINING = {
 
 # The taints the GPU stack tolerates on GPU nodes (key, effect): the operands' defaults (gpu_operator_tolerations,
 # amd_gpu_operator_tolerations), NFD's worker (nfd role's defaults) and the smoke tests tolerate them, and the
-# ExtendedResourceToleration admission plugin gives them to every pod that requests the resource.
+# ExtendedResourceToleration admission plugin gives them to every pod that requests the resource. On NVIDIA nodes,
+# the taints the device-plugin DaemonSet tolerates count too (operand_tolerations: the site's own).
 GPU_TAINTS = (("nvidia.com/gpu", "NoSchedule"), ("amd.com/gpu", "NoSchedule"))
 # Taints the node lifecycle controller sets from the node's conditions and its cordon: node-not-ready,
 # node-condition and node-cordoned name their cause.
@@ -68,9 +70,33 @@ def taint_text(taint: Mapping[str, Any]) -> str:
     return f"{taint.get('key')}{'=' + str(value) if value else ''}:{taint.get('effect')}"
 
 
-def _blocking(taint: Mapping[str, Any]) -> bool:
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Kubernetes' ToleratesTaint: the effect (empty: any), the key (empty with Exists: any) and, with Equal (the
+    default operator), the value."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration.get("key") != taint.get("key"):
+        return False
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return True
+    return bool(toleration.get("key")) and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def operand_tolerations(daemonsets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The tolerations of the GPU Operator's device-plugin DaemonSet (the operand a GPU node needs; the operator
+    gives every operand the same ``daemonsets.tolerations``): the site's own tolerations count as the stack's."""
+    for ds in daemonsets or ():
+        if (ds.get("metadata") or {}).get("name") == DEVICE_PLUGIN:
+            spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+            return [dict(t) for t in spec.get("tolerations") or ()]
+    return []
+
+
+def _blocking(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
     key, effect = taint.get("key"), taint.get("effect")
-    return effect in BLOCKING_EFFECTS and (key, effect) not in GPU_TAINTS and key not in CONDITION_TAINTS
+    if effect not in BLOCKING_EFFECTS or (key, effect) in GPU_TAINTS or key in CONDITION_TAINTS:
+        return False
+    return not any(tolerates(t, taint) for t in tolerations)
 
 
 def _cordoned_by(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[str | None, str | None]:
@@ -86,17 +112,17 @@ def _cordoned_by(labels: Mapping[str, str], annotations: Mapping[str, str]) -> t
     return None, None
 
 
-def node_scheduling(node: Mapping[str, Any]) -> dict[str, Any]:
+def node_scheduling(node: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """Of a Node object: ``schedulable`` (not cordoned and no blocking taint), ``cordoned``, ``cordoned_by``
     (onboarding, driver-upgrade, sriov-drain or None), ``marker`` (the label or annotation that says who),
     ``upgrade_state`` (the driver upgrade state label, or None), ``cordoned_before_upgrade`` (the upgrade
     controller found it cordoned), ``taints`` (the NoSchedule/NoExecute taints the GPU stack does not tolerate, as
-    text) and ``summary`` (the table's cell)."""
+    text; ``tolerations``: the operands' own, ``operand_tolerations``) and ``summary`` (the table's cell)."""
     meta, spec = node.get("metadata") or {}, node.get("spec") or {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     cordoned = bool(spec.get("unschedulable"))
     by, marker = _cordoned_by(labels, annotations) if cordoned else (None, None)
-    taints = [taint_text(t) for t in spec.get("taints") or () if _blocking(t)]
+    taints = [taint_text(t) for t in spec.get("taints") or () if _blocking(t, tolerations)]
     parts = []
     if cordoned:
         parts.append(f"cordoned ({CORDONED_BY[by]})" if by else "cordoned")

@@ -358,8 +358,8 @@ nodes:
         taints:
           description:
             - The NoSchedule/NoExecute taints the GPU stack does not tolerate (all but C(nvidia.com/gpu:NoSchedule),
-              C(amd.com/gpu:NoSchedule) and the node lifecycle controller's C(node.kubernetes.io/*) taints), as
-              C(key=value:Effect).
+              C(amd.com/gpu:NoSchedule), on NVIDIA nodes those the device-plugin DaemonSet tolerates, and the node
+              lifecycle controller's C(node.kubernetes.io/*) taints), as C(key=value:Effect).
           type: list
           elements: str
         summary:

@@ -444,3 +444,78 @@ def test_wait_and_vendor_scoping_on_a_mixed_cluster(cluster, core, namespace, ad
     rc, res = _run_module(cluster, {**base, "vendor": ["amd"], "wait": {"timeout": 0}})
     assert rc != 0 and [n["name"] for n in res["nodes"]] == [amd]
     assert [n["name"] for n in res["wait"]["not_ready"]] == [amd]
+
+
+# -- cordoned and tainted GPU nodes (issue 27) -------------------------------------------------------------
+def test_cordoned_and_tainted_nodes(cluster, core, namespace, add_nodes):
+    """Four dgx-h100 nodes advertising their GPUs: one cordoned by hand, one cordoned by onboarding (its
+    annotation), one cordoned by the GPU Operator's driver upgrade (its state label), one tainted. The real
+    node lifecycle controller adds node.kubernetes.io/unschedulable to the cordoned ones, which is not reported
+    as a taint; each cordon is judged by its marker, the foreign taint is named. The lab's kwok taint is
+    tolerated by the device-plugin DaemonSet (as the local inventory's gpu_operator_tolerations do), so it counts
+    as the GPU stack's."""
+    hand, onboarding, upgrade, tainted = add_nodes("dgx-h100", 4)
+    labels = {"app": "nvidia-device-plugin-daemonset"}
+    client.AppsV1Api(cluster.api_client).create_namespaced_daemon_set(
+        namespace,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "nvidia-device-plugin-daemonset"},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [{"name": "main", "image": "registry.invalid/device-plugin:1"}],
+                        "nodeSelector": {"gpuops.test/none": "true"},  # no pod: only its tolerations are read
+                        "tolerations": [
+                            {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
+                            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                        ],
+                    },
+                },
+            },
+        },
+    )
+    gpus = {"nvidia.com/gpu": "8"}
+    for name in (hand, onboarding, upgrade, tainted):
+        core.patch_node(name, {"metadata": {"labels": {"gpuops.test/instance": namespace}}})
+        core.patch_node_status(name, {"status": {"capacity": gpus, "allocatable": gpus}})
+    core.patch_node(onboarding, {"metadata": {"annotations": {"gpuops.platform/onboarding-cordoned": "reboot"}}})
+    core.patch_node(upgrade, {"metadata": {"labels": {"nvidia.com/gpu-driver-upgrade-state": "drain-required"}}})
+    for name in (hand, onboarding, upgrade):
+        core.patch_node(name, {"spec": {"unschedulable": True}})
+    core.patch_node(tainted, {"spec": {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}})
+
+    def lifecycle_taint():
+        return (core.read_node(hand).spec.taints or []) and any(
+            t.key == "node.kubernetes.io/unschedulable" for t in core.read_node(hand).spec.taints
+        )
+
+    assert wait_for(lifecycle_taint, 60), "the node lifecycle controller did not taint the cordoned node"
+    rc, res = _run_module(
+        cluster,
+        {
+            "operator_namespace": namespace,
+            "amd_namespace": namespace,
+            "node_selector": f"gpuops.test/instance={namespace}",
+        },
+    )
+    assert rc == 0, res
+    summary = {n["name"]: n["scheduling"]["summary"] for n in res["nodes"]}
+    assert summary == {
+        hand: "cordoned",
+        onboarding: "cordoned (onboarding)",
+        upgrade: "cordoned (driver upgrade)",
+        tainted: "tainted dedicated=ml:NoSchedule",
+    }
+    got = {(f["id"], f["node"]): f for f in res["diagnosis"] if f["id"] in ("node-cordoned", "node-tainted")}
+    assert {k: f["severity"] for k, f in got.items()} == {
+        ("node-cordoned", hand): "warning",
+        ("node-cordoned", onboarding): "info",
+        ("node-cordoned", upgrade): "info",
+        ("node-tainted", tainted): "warning",
+    }
+    assert "annotation gpuops.platform/onboarding-cordoned=reboot" in got[("node-cordoned", onboarding)]["evidence"]
+    assert f"node {tainted}: taint dedicated=ml:NoSchedule" in got[("node-tainted", tainted)]["evidence"]

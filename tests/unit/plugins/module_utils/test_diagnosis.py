@@ -628,6 +628,35 @@ def test_rules(data, kwargs, expected):
         assert set(f) == {"id", "severity", "object", "node", "evidence", "cause", "fix"}
 
 
+KWOK = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+
+
+# The device-plugin DaemonSet's tolerations (the site's, gpu_operator_tolerations) count as the stack's: a taint it
+# tolerates is expected on a GPU node (the lab's kwok taint, a dedicated=gpu pool's taint)
+@pytest.mark.parametrize(
+    "tolerations, tainted",
+    [
+        ([], True),
+        ([{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}], False),
+        ([{"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake"}], False),
+        ([{"key": "kwok.x-k8s.io/node", "value": "real", "effect": "NoSchedule"}], True),
+        ([{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoExecute"}], True),
+        ([{"operator": "Exists"}], False),
+    ],
+    ids=["none", "exists", "equal-value", "other-value", "other-effect", "everything"],
+)
+def test_the_operands_tolerations_count(tolerations, tainted):
+    ds = daemonset(DP, {"nvidia.com/gpu.deploy.device-plugin": "true"})
+    ds["spec"]["template"]["spec"]["tolerations"] = tolerations
+    data = cluster(nodes=[gpu_node("g1", spec={"taints": [KWOK]})], dss=[ds])
+    view = view_of(data)
+    findings = [(f["id"], f["severity"]) for f in _diagnosis.diagnose(view)]
+    assert findings == ([("node-tainted", "warning")] if tainted else [])
+    assert view["nodes"][0]["scheduling"]["summary"] == (
+        "tainted kwok.x-k8s.io/node=fake:NoSchedule" if tainted else "schedulable"
+    )
+
+
 @pytest.mark.parametrize(
     "labels, names, not_named",
     [
