@@ -3,12 +3,20 @@ directory as AWX checks it out, with the template's job type, the survey's answe
 injected as their credential types say (the kubeconfig as a file named by K8S_AUTH_KUBECONFIG and gpuops_kubeconfig,
 the NGC key in the environment). Job slicing as AWX does it: slice k of n gets every n-th host of the inventory
 ordered by name, the groups keeping only those hosts (awx/main/models/inventory.py, get_sliced_hosts). The job
-events are the evidence: changed and failed counts per host, and no secret in any event."""
+events are the evidence: changed and failed counts per host, and no secret in any event.
+
+The inventory as AWX builds it (issue 27): each inventory source of the file updated as an AWX inventory update runs
+it (`ansible-inventory --list --export -i <project>/<source_path>` with AWX's environment for it and the source's
+credential injected; awx 24.6.1 awx/main/tasks/jobs.py RunInventoryUpdate), the sources merged as the inventory keeps
+them, handed to the job as the executable inventory script AWX writes (write_inventory_file). No hand-made
+controller: the one the jobs run on comes from the file's sources."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import ansible_runner
@@ -22,6 +30,65 @@ TEMPLATES = {t["name"]: t for t in CONFIG["job_templates"]}
 CONTROLLER = {
     "localhost": {"ansible_connection": "local", "ansible_python_interpreter": str(REPO / ".venv/bin/python")}
 }
+
+
+CREDENTIALS = {c["name"]: c for c in CONFIG["credentials"]}
+TYPES = {ct["name"]: ct for ct in CONFIG["credential_types"]}
+# what an AWX inventory update sets for ansible-inventory (awx/main/constants.py, STANDARD_INVENTORY_UPDATE_ENV)
+AWX_INVENTORY_UPDATE_ENV = {
+    "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
+    "ANSIBLE_INVENTORY_EXPORT": "True",
+    "ANSIBLE_VERBOSE_TO_STDERR": "True",
+    "ANSIBLE_HOST_PATTERN_MISMATCH": "error",
+}
+
+
+def injected(names: list[str], kubeconfig: Path) -> tuple[dict, dict]:
+    """(environment, extra vars) of the credentials `names` as their types inject them; the kubeconfig file is the one
+    AWX writes from the credential's input (`kubeconfig`, already written there)."""
+    env: dict[str, str] = {}
+    extra: dict[str, str] = {}
+    for name in names:
+        injectors = TYPES.get(CREDENTIALS[name]["credential_type"], {}).get("injectors", {})
+        for where, out in (("env", env), ("extra_vars", extra)):
+            for k, v in injectors.get(where, {}).items():
+                out[k] = v.replace("{{ tower.filename.kubeconfig }}", str(kubeconfig)).replace("{{ context }}", "")
+    return env, extra
+
+
+def awx_inventory(tmp_path: Path, kubeconfig: Path) -> tuple[Path, dict]:
+    """Every inventory source of the file updated as AWX updates it (a fresh HOME: an execution environment's), merged
+    as the inventory keeps them (groups by name: hosts and children united, variables updated - each source reads the
+    same group_vars; hosts' variables), written as AWX's inventory script. Returns (the script, its data)."""
+    data: dict = {"all": {"vars": {}, "hosts": []}, "_meta": {"hostvars": {}}}
+    for src in CONFIG["inventory_sources"]:
+        path = REPO / src["source_path"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_INVENTORY", "K8S_AUTH"))}
+        env.update(AWX_INVENTORY_UPDATE_ENV, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), HOME=str(tmp_path / "ee-home"))
+        env.update(injected([src["credential"]] if src.get("credential") else [], kubeconfig)[0])
+        argv = ["ansible-inventory", "--list", "--export", "-i", str(path)]
+        argv += ["--playbook-dir", str(path if path.is_dir() else path.parent)]
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, check=False)
+        assert r.returncode == 0, f"the inventory update of {src['name']!r} failed: {r.stderr[-3000:]}"
+        out = json.loads(r.stdout)
+        meta = out.pop("_meta")
+        data["_meta"]["hostvars"].update(meta.get("hostvars", {}))
+        if "profile" in meta:  # how ansible-inventory encoded the values (the script plugin decodes them so)
+            data["_meta"]["profile"] = meta["profile"]
+        data["all"]["vars"].update(out.pop("all", {}).get("vars", {}))
+        data["all"]["hosts"] += out.pop("ungrouped", {}).get("hosts", [])
+        for group, g in out.items():
+            into = data.setdefault(group, {})
+            for key in ("hosts", "children"):
+                if g.get(key):
+                    into[key] = sorted(set(into.get(key, [])) | set(g[key]))
+            if g.get("vars"):
+                into.setdefault("vars", {}).update(g["vars"])
+    script = tmp_path / "awx-inventory" / "hosts"
+    script.parent.mkdir()
+    script.write_text(f"#! /usr/bin/env python3\n# -*- coding: utf-8 -*-\nprint({json.dumps(data)!r})\n")
+    script.chmod(0o700)
+    return script, data
 
 
 def sliced(groups: dict[str, dict], number: int, count: int) -> dict:
@@ -42,7 +109,7 @@ def ansible_own_strategy(monkeypatch):
     monkeypatch.delenv("ANSIBLE_STRATEGY_PLUGINS", raising=False)
 
 
-def run(tmp_path: Path, name: str, inventory: dict, extravars: dict | None = None, envvars: dict | None = None):
+def run(tmp_path: Path, name: str, inventory: dict | str, extravars: dict | None = None, envvars: dict | None = None):
     template = TEMPLATES[name]
     pdd = tmp_path / f"pdd-{len(list(tmp_path.glob('pdd-*')))}"
     pdd.mkdir()
@@ -127,21 +194,18 @@ def inline_kubeconfig(cluster, tmp_path) -> tuple[str, str]:
 
 
 def test_credentials_are_injected_as_their_types_say_and_never_echoed(cluster, tmp_path, inline_kubeconfig):
-    """The diagnose template with the kubeconfig credential (a file, K8S_AUTH_KUBECONFIG, gpuops_kubeconfig) and the
-    NGC key (NGC_API_KEY): the job reads the cluster through the injected file; neither secret is in any event."""
+    """The diagnose template on the inventory AWX builds from the file's sources, with its credentials (the kubeconfig:
+    a file, K8S_AUTH_KUBECONFIG, gpuops_kubeconfig) and the NGC key (NGC_API_KEY) injected: the job reads the cluster
+    through the injected file; neither secret is in any event."""
     content, key = inline_kubeconfig
     ngc = "nvapi-" + "s3cr3t" * 8
-    (kube,) = [ct for ct in CONFIG["credential_types"] if ct["name"] == "gpuops kubeconfig"]
     path = tmp_path / "kubeconfig"  # AWX writes the file injector's template to a private file of the job
     path.write_text(content)
     path.chmod(0o600)
-    env = {k: v.replace("{{ tower.filename.kubeconfig }}", str(path)) for k, v in kube["injectors"]["env"].items()}
-    extra = {
-        k: v.replace("{{ tower.filename.kubeconfig }}", str(path)).replace("{{ context }}", "")
-        for k, v in kube["injectors"]["extra_vars"].items()
-    }
-    inv = {"all": {"children": {"cluster_controller": {"hosts": CONTROLLER}, "gpu_nodes": {"hosts": {}}}}}
-    r = run(tmp_path, "gpuops - diagnose", inv, extra, {**env, "NGC_API_KEY": ngc})
+    inventory, _ = awx_inventory(tmp_path, path)
+    env, extra = injected(TEMPLATES["gpuops - diagnose"]["credentials"], path)
+    extra["gpuops_diagnose_host_facts"] = False  # the simulated nodes have no SSH (AWX: the Machine credential's)
+    r = run(tmp_path, "gpuops - diagnose", str(inventory), extra, {**env, "NGC_API_KEY": ngc})
     read = [
         e
         for e in r.events
@@ -153,3 +217,28 @@ def test_credentials_are_injected_as_their_types_say_and_never_echoed(cluster, t
     events = json.dumps(list(r.events))
     assert ngc not in events and key not in events
     assert ngc not in r.stdout.read()
+
+
+def test_the_jobs_run_on_the_controller_of_the_inventory_awx_builds(cluster, add_nodes, tmp_path):
+    """Issue 27: with the GPU nodes' source alone the inventory had no cluster_controller, and "gpuops - diagnose"
+    (site, operators, upgrade, uninstall, validate alike) skipped every play ("Could not match supplied host pattern")
+    and ended successful. Built from the file's sources, the inventory holds the one controller, the cluster's GPU
+    nodes and the site's group_vars, and the job's cluster plays run on that controller."""
+    (dgx,) = add_nodes("dgx-h100", 1)
+    inventory, data = awx_inventory(tmp_path, Path(cluster.kubeconfig))
+    assert data.get("cluster_controller", {}).get("hosts") == ["localhost"], json.dumps(data, indent=1)[:3000]
+    assert dgx in data.get("gpu_nodes", {}).get("hosts", [])  # the plugin's source, through the credential
+    assert "gpuops_kubeconfig" in data["all"]["vars"]  # inventories/cluster/group_vars/all.yml
+    assert data["gpu_nodes"]["vars"]["ansible_become"] is True  # inventories/cluster/group_vars/gpu_nodes.yml
+
+    env, extra = injected(TEMPLATES["gpuops - diagnose"]["credentials"], Path(cluster.kubeconfig))
+    extra["gpuops_diagnose_host_facts"] = False  # the simulated nodes have no SSH (AWX: the Machine credential's)
+    r = run(tmp_path, "gpuops - diagnose", str(inventory), extra, env)
+    out = r.stdout.read()
+    assert "Could not match supplied host pattern" not in out, out[-3000:]
+    ran = {
+        (e["event_data"].get("host"), e["event_data"].get("task"))
+        for e in r.events
+        if e.get("event") in ("runner_on_ok", "runner_on_failed")
+    }
+    assert ("localhost", "Read the cluster status") in ran, out[-3000:]
