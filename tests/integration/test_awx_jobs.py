@@ -202,7 +202,7 @@ def test_credentials_are_injected_as_their_types_say_and_never_echoed(cluster, t
     path = tmp_path / "kubeconfig"  # AWX writes the file injector's template to a private file of the job
     path.write_text(content)
     path.chmod(0o600)
-    inventory, _ = awx_inventory(tmp_path, path)
+    inventory = awx_inventory(tmp_path, path)[0]
     env, extra = injected(TEMPLATES["gpuops - diagnose"]["credentials"], path)
     extra["gpuops_diagnose_host_facts"] = False  # the simulated nodes have no SSH (AWX: the Machine credential's)
     r = run(tmp_path, "gpuops - diagnose", str(inventory), extra, {**env, "NGC_API_KEY": ngc})

@@ -108,7 +108,7 @@ class _Proxy:
     def _accept(self):
         while True:
             try:
-                client, _ = self.sock.accept()
+                client = self.sock.accept()[0]
             except OSError:
                 return
             server = socket.create_connection(self.upstream)

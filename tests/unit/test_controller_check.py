@@ -34,7 +34,7 @@ def _entries(playbook: Path) -> list[tuple[Path, dict, list[str]]]:
 
 def _with_cluster_plays() -> list[Path]:
     paths = [REPO / "site.yml", *sorted(REPO.glob("playbooks/*.yml"))]
-    return [p for p in paths if p != CHECK and any(play["hosts"] == "cluster_controller" for _, play, _ in _entries(p))]
+    return [p for p in paths if p != CHECK and any(e[1]["hosts"] == "cluster_controller" for e in _entries(p))]
 
 
 def test_the_playbooks_with_cluster_plays_are_known():
@@ -49,7 +49,7 @@ def test_the_playbooks_with_cluster_plays_are_known():
 
 @pytest.mark.parametrize("playbook", _with_cluster_plays(), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_playbook_with_cluster_plays_checks_the_controller_first(playbook):
-    (path, play, tags), *_ = _entries(playbook)
+    path, play, tags = _entries(playbook)[0]
     assert path == CHECK, f"{playbook.name}: its first play is {play['name']!r} of {path.name}, not the check"
     assert "always" in play.get("tags", []) + tags  # --tags <layer> keeps it
 

@@ -180,7 +180,7 @@ def _status_feeding_the_table(playbook):
 def test_the_onboarded_nodes_row_is_read_as_diagnose_reads_it():
     """onboard_node.yml prints the node's row with the SHARING (and SCHEDULING) diagnose.yml shows: its status is
     read with sharing, after the uncordon (so the row does not show the cordon onboarding just lifted)."""
-    _, diag, _ = _status_feeding_the_table("diagnose.yml")
+    diag = _status_feeding_the_table("diagnose.yml")[1]
     tasks, status, printed = _status_feeding_the_table("onboard_node.yml")
     assert _tasks("diagnose.yml")[diag]["gpuops.platform.gpu_cluster_status"]["sharing"] is True
     assert tasks[status]["gpuops.platform.gpu_cluster_status"].get("sharing") is True
