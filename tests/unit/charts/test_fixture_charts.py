@@ -177,7 +177,13 @@ def test_files_follow_the_fixture_rules():
 
 # The NFD version each parent depends on upstream (its Chart.yaml at the tag): gpu-operator v26.3.1 and ROCm v1.5.1
 # depend on 0.18.3, gpu-operator v26.7.0 on 0.19.0.
-VENDORED_NFD = {GPU_OP["v26.3.1"]: "0.18.3", GPU_OP["v26.7.0"]: "0.19.0", AMD: "0.18.3"}
+VENDORED_NFD = {
+    GPU_OP["v26.3.1"]: "0.18.3",
+    GPU_OP["v26.7.0"]: "0.19.0",
+    AMD: "0.18.3",
+    # upstream vendors its own NFD build (0.2.1, repository ''); the fixture copies our NFD fixture at 0.19.0
+    CHARTS / "network-operator" / "26.4.1": "0.19.0",
+}
 
 
 def nfd_fixture_as(version: str) -> dict[str, str]:
@@ -982,16 +988,7 @@ def _unknown_field_paths(schema: dict, path: str = "") -> set[str]:
     return out
 
 
-def _crd_param(path: Path):
-    rel = path.relative_to(CHARTS).as_posix()
-    if rel == "network-operator/26.4.1/charts/node-feature-discovery/crds/nodefeatures.yaml":
-        # the network-operator fixture's NFD copy predates the closed NodeFeature schema: re-copy it from the NFD
-        # fixture (and drop enableNodeFeatureApi from its values) when that fixture is next changed
-        return pytest.param(path, id=rel, marks=pytest.mark.xfail(strict=True, reason="stale NFD copy"))
-    return pytest.param(path, id=rel)
-
-
-@pytest.mark.parametrize("crd", [_crd_param(p) for p in sorted(CHARTS.glob("**/crds/*.yaml"))])
+@pytest.mark.parametrize("crd", sorted(CHARTS.glob("**/crds/*.yaml")), ids=lambda p: p.relative_to(CHARTS).as_posix())
 def test_fixture_crds_keep_unknown_fields_only_where_nothing_writes(crd):
     rel = crd.relative_to(CHARTS).as_posix()
     versions = yaml.safe_load(crd.read_text())["spec"]["versions"]
