@@ -209,7 +209,8 @@ def present(ctx, helm, p):
     chart, version = _chart_meta(p["chart_path"])
     installed = helm.metadata(p["name"])
     recovery = _recovery(helm, p, installed)
-    reasons = _helm_release.plan(installed, helm.values(p["name"]) if installed else None, chart, version, p["values"])
+    have_values = helm.values(p["name"]) if installed else None
+    reasons = _helm_release.plan(installed, have_values, chart, version, p["values"])
     if recovery[0] != "apply":
         reasons = [_recovery_reason(p, installed, recovery), *reasons]
     result = {"changed": bool(reasons), "reasons": reasons, "recovered": None}
@@ -230,6 +231,15 @@ def present(ctx, helm, p):
             else "(not installed)",
             "after_header": f"{chart}-{version} rendered with the asked values ({'; '.join(reasons)})",
         }
+        if installed and before.strip() == after.strip():
+            # a values change that no template reads: the upgrade records the values (a new revision) and changes no
+            # object, so the diff is the values, not two equal manifests
+            result["diff"].update(
+                before=json.dumps(have_values or {}, indent=2, sort_keys=True) + "\n",
+                after=json.dumps(p["values"] or {}, indent=2, sort_keys=True) + "\n",
+                before_header=f"release {p['namespace']}/{p['name']} values (revision {result['revision']})",
+                after_header=f"the asked values; the rendered manifest is the same ({'; '.join(reasons)})",
+            )
     if ctx.check_mode:
         return result
     with _kept(ctx, p):
