@@ -1,8 +1,8 @@
 """`ansible-playbook site.yml -i inventories/local --check` on a first install (issue 27 §3): every layer of the local
 inventory enabled, in namespaces that do not exist yet (fresh names, so the session's lab serves as a fresh one: each
-role's namespace is created in the same run, and check mode only plans it). The run passes, reports changes (an object in a namespace the
-run creates is a would-create, with its diff), and changes nothing: every object of every listable kind, and the nodes'
-labels and annotations, are the same before and after.
+role's namespace is created in the same run, and check mode only plans it). The run passes, reports changes (an
+object in a namespace the run creates is a would-create, with its diff), and changes nothing: every object of every
+listable kind, and the nodes' labels and annotations, are the same before and after.
 
 Before the fix it failed at gpu_sharing "Device-plugin ConfigMap": namespaces "gpu-operator" not found."""
 
