@@ -53,7 +53,7 @@ options:
     type: str
     default: present
 notes:
-  - Objects given by O(src) or a template are passed on without the check-mode planning.
+  - Objects given by C(src) or a template are passed on without the check-mode planning.
 seealso:
   - module: kubernetes.core.k8s
 """
