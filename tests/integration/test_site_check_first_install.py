@@ -24,8 +24,9 @@ VOLATILE = {"Event", "Lease", "Endpoints", "EndpointSlice", "Pod"}
 
 
 def snapshot(api_client) -> dict[tuple[str, str, str], str]:
-    """Every object of every listable kind (but VOLATILE), keyed by (apiVersion/kind, namespace, name), valued by its
-    resourceVersion; Nodes by their labels and annotations instead (kwok's heartbeats move their resourceVersion)."""
+    """Every object of every listable kind (but VOLATILE), keyed by (apiVersion/kind, namespace, name), valued by what
+    a playbook writes - metadata labels, annotations and owners, spec, data - not status or resourceVersion; Nodes by
+    their labels and annotations (kwok's heartbeats move everything else)."""
     dyn = dynamic.DynamicClient(api_client)
     out: dict[tuple[str, str, str], str] = {}
     for res in dyn.resources.search():
@@ -42,7 +43,13 @@ def snapshot(api_client) -> dict[tuple[str, str, str], str]:
             if res.kind == "Node":
                 out[key] = json.dumps([dict(meta.labels or {}), dict(meta.annotations or {})], sort_keys=True)
             else:
-                out[key] = str(meta.resourceVersion)
+                # what a playbook writes (metadata labels and annotations, spec, data), not the resourceVersion: the
+                # lab's controllers and earlier tests' operators keep writing status in the shared lab
+                body = it.to_dict()
+                body.pop("status", None)
+                kept = body.pop("metadata", {}) or {}
+                body["metadata"] = {k: kept.get(k) for k in ("labels", "annotations", "ownerReferences")}
+                out[key] = json.dumps(body, sort_keys=True, default=str)
     return out
 
 
