@@ -86,6 +86,8 @@ def test_site_check_on_a_first_install_passes_reports_changes_and_changes_nothin
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "GPUOPS_LAB_STATE": str(cluster.cfg.state),
     }
+    # an earlier test's namespace still terminating goes away during the run, by the namespace controller: not ours
+    going = {n.metadata.name for n in core.list_namespace().items if n.metadata.deletion_timestamp is not None}
     before = snapshot(cluster.api_client)
     r = subprocess.run(
         ["ansible-playbook", "site.yml", "-i", "inventories/local", "--check", "--diff", "-e", f"@{extra_file}"],
@@ -103,5 +105,9 @@ def test_site_check_on_a_first_install_passes_reports_changes_and_changes_nothin
     # the object of the issue: reported as a creation (its diff from nothing) in the namespace the run creates
     task = out.split("TASK [gpuops.platform.gpu_sharing : Device-plugin ConfigMap", 1)[1].split("TASK [", 1)[0]
     assert f"namespace: chk-{t}-gpu-operator" in task and "changed: [localhost]" in task, task
-    changed = {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    changed = {
+        k: (before.get(k), after.get(k))
+        for k in before.keys() | after.keys()
+        if before.get(k) != after.get(k) and not (k in before and k not in after and (k[1] or k[2]) in going)
+    }
     assert changed == {}, changed
