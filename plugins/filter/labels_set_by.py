@@ -29,6 +29,14 @@ options:
     description: Only these label keys (all the manager's labels when omitted).
     type: list
     elements: str
+  kind:
+    description: The objects' kind, for C(release) (they may be read as C(PartialObjectMetadata)); cluster-scoped.
+    type: str
+    default: Node
+  api_version:
+    description: The objects' apiVersion, for C(release).
+    type: str
+    default: v1
 """
 
 EXAMPLES = r"""
@@ -41,7 +49,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: "C({name, labels}) per object with at least one such label (labels sorted), in the input's order."
+  description:
+    - "C({name, labels, release}) per object with at least one such label (labels sorted), in the input's order."
+    - C(release) is the object with no labels (O(api_version), O(kind), name); server-side applied with
+      O(field_manager) it makes the API server remove the labels that manager alone held.
   type: list
   elements: dict
 """
@@ -50,7 +61,7 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _owned  # noqa: E402
 
 
-def labels_set_by(objs, field_manager, keys=None):
+def labels_set_by(objs, field_manager, keys=None, kind="Node", api_version="v1"):
     if not isinstance(objs, list) or not all(isinstance(o, dict) for o in objs):
         raise AnsibleFilterError("labels_set_by expects a list of objects")
     if not isinstance(field_manager, str) or not field_manager:
@@ -59,7 +70,11 @@ def labels_set_by(objs, field_manager, keys=None):
     for obj in objs:
         labels = _owned.labels_set_by(obj, field_manager, keys)
         if labels:
-            out.append({"name": (obj.get("metadata") or {}).get("name"), "labels": labels})
+            name = (obj.get("metadata") or {}).get("name")
+            # applied with the same field manager, an object without the labels makes the API server drop them (the
+            # objects may have been read as PartialObjectMetadata: their kind is given)
+            release = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
+            out.append({"name": name, "labels": labels, "release": release})
     return out
 
 

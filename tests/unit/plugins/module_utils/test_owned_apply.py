@@ -100,3 +100,15 @@ GUARDS = "gpuops-gpu-operator-guards"
 )
 def test_labels_set_by(node, want):
     assert _owned.labels_set_by(node, GUARDS, [DRIVER]) == want
+
+
+def test_the_filter_gives_the_object_to_apply_that_releases_the_labels():
+    from ansible_collections.gpuops.platform.plugins.filter.labels_set_by import labels_set_by
+
+    mine = _node({DRIVER: "false"}, (GUARDS, "Apply", [DRIVER]))
+    theirs = {**_node({DRIVER: "false"}, ("kubectl-label", "Update", [DRIVER])), "kind": "Node"}
+    theirs["metadata"] = {**theirs["metadata"], "name": "m"}
+    partial = {**mine, "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata"}  # a metadata-only read
+    assert labels_set_by([partial, theirs], GUARDS, [DRIVER]) == [
+        {"name": "n", "labels": [DRIVER], "release": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}}
+    ]
