@@ -246,3 +246,21 @@ def test_when_the_run_died_helm_is_stopped_and_the_lease_given_back(
     assert failed and result["changed"] is True
     assert f"the run that took the release's Lease ({HOLDER}) has ended" in result["msg"], result["msg"]
     assert leases.given_back == 1
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_a_values_change_with_the_same_manifest_shows_the_values_diff(run_module, commands, helm, chart, check_mode):
+    """A values change that renders the same manifest (a value no template reads) is still an upgrade (the release
+    records the new values: a new revision); its diff says so instead of two equal manifests (issue 27)."""
+    same = "kind: Deployment\nspec:\n  replicas: 1\n"
+    helm["values"] = {"replicas": 1, "unused": "a"}
+    commands.on(r"^helm template", (0, same, ""))  # the deployed manifest, rendered again
+    result, failed = run_module(
+        helm_release_apply, args(chart, values={"replicas": 1, "unused": "b"}), check_mode=check_mode
+    )
+    assert not failed and result["changed"] is True, result
+    assert result["reasons"] == ["values differ at unused"]
+    diff = result["diff"]
+    assert diff["before"] != diff["after"], "changed with an empty diff"
+    assert "unused" in diff["before"] and "unused" in diff["after"]
+    assert "same" in diff["after_header"]  # says that the rendered manifest does not change
