@@ -205,6 +205,22 @@ def _pool_findings(i: int, pool: Any) -> list[Finding]:
     return out
 
 
+def _in_two_pools(owners: Mapping[str, Sequence[str]], what: str, fix: str) -> list[Finding]:
+    """A finding per node (or inventory host) that more than one pool selects."""
+    return [
+        _finding(
+            "sharing-node-in-two-pools",
+            "Node",
+            name,
+            [f"{what} {name} is in pools {', '.join(pools)}"],
+            "A node has one sharing model: one device-plugin config and one MIG layout.",
+            fix,
+        )
+        for name, pools in sorted(owners.items())
+        if len(pools) > 1
+    ]
+
+
 def group_pool_findings(pools: Sequence[Any], groups: Mapping[str, Sequence[str]]) -> list[Finding]:
     """What the inventory alone settles about pools that name a group (``groups``: group -> hosts, Ansible's
     ``groups``), before any change: a group the inventory does not have (with the nearest name), a group without
@@ -246,19 +262,7 @@ def group_pool_findings(pools: Sequence[Any], groups: Mapping[str, Sequence[str]
             )
         for host in groups[group]:
             owners.setdefault(str(host), []).append(f"{name} (group {group})")
-    for host, names in sorted(owners.items()):
-        if len(names) > 1:
-            out.append(
-                _finding(
-                    "sharing-node-in-two-pools",
-                    "Node",
-                    host,
-                    [f"host {host} is in pools {', '.join(names)}"],
-                    "A node has one sharing model: one device-plugin config and one MIG layout.",
-                    "Narrow the pools' groups so that each GPU host is in one pool.",
-                )
-            )
-    return out
+    return out + _in_two_pools(owners, "host", "Narrow the pools' groups so that each GPU host is in one pool.")
 
 
 def pool_input_findings(
@@ -317,18 +321,7 @@ def pool_members(
     for name, got in members.items():
         for node in got:
             owners.setdefault(node, []).append(name)
-    for node, names in sorted(owners.items()):
-        if len(names) > 1:
-            out.append(
-                _finding(
-                    "sharing-node-in-two-pools",
-                    "Node",
-                    node,
-                    [f"node {node} is in pools {', '.join(names)}"],
-                    "A node has one sharing model: one device-plugin config and one MIG layout.",
-                    "Narrow the pools' groups or node selectors so that each node is in one pool.",
-                )
-            )
+    out += _in_two_pools(owners, "node", "Narrow the pools' groups or node selectors so that each node is in one pool.")
     for pool in pools:
         if not members[pool["name"]]:
             how = (
