@@ -64,11 +64,16 @@ def _merge(values: dict[str, Any], reads: dict[str, Any]) -> None:
 
 
 def known_values(chart_dir: str) -> dict[str, Any]:
-    """``chart_default_values`` plus every ``.Values`` path the chart's templates read, at any subchart depth
-    (a subchart's paths under its name)."""
+    """``chart_default_values`` plus every ``.Values`` path the templates read, the chart's and its subcharts' at
+    any depth (a subchart's paths under its name, as Helm passes it its values)."""
+    values = chart_default_values(chart_dir)
+    _add_reads(values, chart_dir)
+    return values
+
+
+def _add_reads(values: dict[str, Any], chart_dir: str) -> None:
     import yaml
 
-    values = chart_default_values(chart_dir)
     _merge(values, _tree(template_value_paths(chart_dir)))
     charts = os.path.join(chart_dir, "charts")
     for sub in sorted(os.listdir(charts)) if os.path.isdir(charts) else []:
@@ -79,9 +84,6 @@ def known_values(chart_dir: str) -> dict[str, Any]:
         except OSError:
             continue
         name = meta.get("name") if isinstance(meta, dict) else None
-        if not name:
-            continue
-        sub_values = values.setdefault(name, {})
+        sub_values = values.setdefault(name, {}) if name else None
         if isinstance(sub_values, dict):
-            _merge(sub_values, _tree(template_value_paths(sub_dir)))
-    return values
+            _add_reads(sub_values, sub_dir)

@@ -46,3 +46,14 @@ def test_a_key_read_deeper_knows_only_the_keys_read_there(tmp_path):
     known = _chart_refs.known_values(str(tmp_path))
     assert unknown_keys({"dcgmExporter": {"config": {"name": "x"}}}, known) == []
     assert unknown_keys({"dcgmExporter": {"config": {"nam": "x"}}}, known) == ["dcgmExporter.config.nam"]
+
+
+def test_a_sub_subcharts_reads_are_known_under_its_names(tmp_path):
+    sub = tmp_path / "charts" / "a" / "charts" / "b"
+    (sub / "templates").mkdir(parents=True)
+    (tmp_path / "charts" / "a" / "Chart.yaml").write_text("name: a\nversion: 1.0.0\n")
+    (sub / "Chart.yaml").write_text("name: b\nversion: 1.0.0\n")
+    (sub / "templates" / "x.tpl").write_text("{{ .Values.deep.key }}")
+    known = _chart_refs.known_values(str(tmp_path))
+    assert unknown_keys({"a": {"b": {"deep": {"key": 1}}}}, known) == []
+    assert unknown_keys({"a": {"b": {"deep": {"kye": 1}}}}, known) == ["a.b.deep.kye"]
