@@ -199,19 +199,22 @@ def url(
     allow_empty: bool = True,
     what: str = "the chart repository URL",
     example: str = "https://charts.mirror.example.internal",
+    schemes: Any = ("http", "https", "oci"),
     **_: Any,
 ) -> list[Finding]:
-    """An http(s):// or oci:// URL; ``what`` and ``example`` say what the variable points at in the fix."""
+    """A URL of one of ``schemes`` (a chart repository: http(s):// or oci://; a Prometheus: http(s):// only); ``what``
+    and ``example`` say what the variable points at in the fix."""
     if allow_empty and value in ("", None):
         return []
-    if isinstance(value, str) and _URL.match(value):
+    if isinstance(value, str) and _URL.match(value) and value.split("://", 1)[0] in schemes:
         return []
+    said = " or ".join(f"{s}://" for s in schemes)
     return [
         variable_finding(
             "url-invalid",
             var,
             value,
-            "The value is not an http(s):// or oci:// URL.",
+            f"The value is not a URL starting with {said}.",
             f"set {var} to {what}, for example {example}.",
         )
     ]

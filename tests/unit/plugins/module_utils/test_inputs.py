@@ -382,6 +382,18 @@ def test_url_fix_says_what_the_url_is_for():
     )
     assert "repository" not in f["fix"]
     assert f["fix"] == "set monitoring_prometheus_url to the URL of the Prometheus, for example http://p:9090."
+    assert f["cause"] == "The value is not a URL starting with http:// or https:// or oci://."
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [("http://prometheus:9090", True), ("https://p.example", True), ("oci://registry.example/charts", False)],
+)
+def test_url_schemes_limit_what_is_accepted_and_said(value, ok):
+    got = _inputs.url("monitoring_prometheus_url", value, schemes=["http", "https"])
+    assert (got == []) is ok
+    if not ok:
+        assert got[0]["cause"] == "The value is not a URL starting with http:// or https://."
 
 
 @pytest.mark.parametrize(
