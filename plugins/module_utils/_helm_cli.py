@@ -29,8 +29,8 @@ class Helm:
         if p["context"]:
             self.conn += ["--kube-context", p["context"]]
 
-    def run(self, *args: str, mutating: bool = False, check: bool = True) -> Any:
-        return self.ctx.runner.run(self.tool, [*args, *self.conn], mutating=mutating, check=check)
+    def run(self, *args: str, mutating: bool = False, check: bool = True, data: str | None = None) -> Any:
+        return self.ctx.runner.run(self.tool, [*args, *self.conn], mutating=mutating, check=check, data=data)
 
     def metadata(self, name: str) -> dict[str, Any] | None:
         """``helm get metadata`` of the release, None when it is not installed."""

@@ -79,9 +79,11 @@ class Runner:
     def _resolve(self, tool):
         return self._module.get_bin_path(tool, required=False, opt_dirs=SBIN_DIRS)
 
-    def _exec(self, argv, env):
-        # the callback only where one is set: every other command runs exactly as before
+    def _exec(self, argv, env, data=None):
+        # the callback and the input only where set: every other command runs exactly as before
         extra = {"before_communicate_callback": self.on_popen} if self.on_popen is not None else {}
+        if data is not None:
+            extra.update(data=data, binary_data=True)  # as given: no newline added
         return self._module.run_command(argv, environ_update=env, check_rc=False, **extra)
 
     def which(self, tool):
@@ -99,9 +101,10 @@ class Runner:
             )
         return path
 
-    def run(self, tool, args, mutating=False, check=True, env=None):
-        """Run ``tool`` with the argv tail ``args``. Raises CommandFailed (exact argv, rc, output) when
-        ``check`` and rc != 0. In check mode a mutating call is not run and reports rc 0, skipped."""
+    def run(self, tool, args, mutating=False, check=True, env=None, data=None):
+        """Run ``tool`` with the argv tail ``args`` (``data``: text for its standard input). Raises CommandFailed
+        (exact argv, rc, output) when ``check`` and rc != 0. In check mode a mutating call is not run and reports
+        rc 0, skipped."""
         argv = [self.require(tool)] + [str(a) for a in args]
         if mutating and self.check_mode:
             self.skipped.append(argv)
@@ -113,7 +116,7 @@ class Runner:
             rc, out, err = self._reads[key]
         else:
             self.history.append(argv)
-            rc, out, err = self._exec(argv, environ)
+            rc, out, err = self._exec(argv, environ) if data is None else self._exec(argv, environ, data)
             if not mutating and self._reads is not None:
                 self._reads[key] = (rc, out, err)
         if check and rc != 0:

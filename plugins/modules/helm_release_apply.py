@@ -184,13 +184,6 @@ ARGUMENT_SPEC = {
 }
 
 
-def _values_file(ctx):
-    path = os.path.join(ctx.module.tmpdir, "values.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(ctx.params["values"], f)
-    return path
-
-
 def _chart_meta(chart_path):
     import yaml  # a dependency of ansible-core
 
@@ -218,11 +211,13 @@ def present(ctx, helm, p):
     result["status"] = installed.get("status") if installed else None
     if not reasons:
         return result
-    values_file = _values_file(ctx)
+    # the values reach helm on its standard input (--values -), never in a file: they may hold what a user put
+    # there, and a killed run would leave a file behind
+    values = json.dumps(p["values"])
     if ctx.diff_mode:
         before = helm.run("get", "manifest", p["name"]).out if installed else ""
         upgrade = ["--is-upgrade"] if installed else []
-        after = helm.run("template", p["name"], p["chart_path"], "--values", values_file, *upgrade).out
+        after = helm.run("template", p["name"], p["chart_path"], "--values", "-", *upgrade, data=values).out
         result["diff"] = {
             "before": before.strip() + "\n" if before.strip() else "",
             "after": after.strip() + "\n",
@@ -252,10 +247,10 @@ def present(ctx, helm, p):
             if not reasons:
                 result.update(revision=installed.get("revision"), status=installed.get("status"))
                 return result
-        argv = ["upgrade", "--install", p["name"], p["chart_path"], "--values", values_file, "--skip-crds"]
+        argv = ["upgrade", "--install", p["name"], p["chart_path"], "--values", "-", "--skip-crds"]
         argv += ["--wait", "--timeout", f"{p['wait_timeout']}s"]
         ctx.did(f"helm upgrade --install {p['name']} ({'; '.join(reasons)})")
-        r = helm.run(*argv, mutating=True)
+        r = helm.run(*argv, mutating=True, data=values)
     after = helm.metadata(p["name"]) or {}
     result.update(command=r.argv, revision=after.get("revision"), status=after.get("status"))
     return result

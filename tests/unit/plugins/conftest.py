@@ -30,7 +30,7 @@ def host(tmp_path, monkeypatch):
 def commands(monkeypatch):
     fake = FakeCommands()
     monkeypatch.setattr(_runner.Runner, "_resolve", lambda self, tool: fake.resolve(tool))
-    monkeypatch.setattr(_runner.Runner, "_exec", lambda self, argv, env: fake.execute(argv, env))
+    monkeypatch.setattr(_runner.Runner, "_exec", lambda self, argv, env, data=None: fake.execute(argv, env, data))
     return fake
 
 

@@ -241,6 +241,7 @@ class FakeCommands:
         self.tools = set(tools)
         self.handlers = list(handlers)
         self.calls = []
+        self.stdin = []  # what each call got on its standard input (None: nothing), in the order of calls
 
     def on(self, pattern, result):
         self.handlers.insert(0, (pattern, result))
@@ -248,10 +249,11 @@ class FakeCommands:
     def resolve(self, tool):
         return "/usr/bin/" + tool if tool in self.tools else None
 
-    def execute(self, argv, env):
+    def execute(self, argv, env, data=None):
         assert env.get("LC_ALL") == "C" and env.get("LANG") == "C", env
         line = " ".join([os.path.basename(argv[0])] + list(argv[1:]))
         self.calls.append(line)
+        self.stdin.append(data)
         for pattern, result in self.handlers:
             if re.search(pattern, line):
                 return result(argv) if callable(result) else result

@@ -65,6 +65,19 @@ def test_values_change_shows_the_manifest_diff(run_module, commands, helm, chart
         assert "--namespace ns --kubeconfig /k" in cmd
 
 
+def test_values_reach_helm_on_stdin_never_in_a_file(run_module, commands, helm, chart, tmp_path, monkeypatch):
+    """The values (which may hold what a user put there) are never written to disk, where a killed run leaves them."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    result, failed = run_module(helm_release_apply, args(chart, values={"replicas": 2, "token": "s3cr3t"}))
+    assert not failed and result["changed"] is True, result
+    sent = {c.split(" ")[1]: d for c, d in zip(commands.calls, commands.stdin, strict=True) if c.startswith("helm ")}
+    assert json.loads(sent["template"]) == json.loads(sent["upgrade"]) == {"replicas": 2, "token": "s3cr3t"}
+    assert "--values -" in next(c for c in commands.calls if c.startswith("helm upgrade"))
+    written = [p for p in (tmp_path / "tmp").rglob("*") if p.is_file() and "s3cr3t" in p.read_text(errors="replace")]
+    assert written == []
+
+
 def test_a_failed_upgrade_reports_changed_and_the_rerun_upgrades(run_module, commands, helm, chart):
     commands.on(r"^helm upgrade", (1, "", "Error: context deadline exceeded"))
     result, failed = run_module(helm_release_apply, args(chart, values={"replicas": 2}))
