@@ -130,6 +130,11 @@ options:
       example:
         description: Rule V(url) - an example URL for the fix.
         type: str
+      schemes:
+        description: Rule V(url) - the URL schemes the variable accepts (default V(http), V(https) and V(oci)).
+        type: list
+        elements: str
+        choices: [http, https, oci]
   values:
     description: User chart values to check against what the role renders.
     type: list
@@ -248,6 +253,7 @@ ARGUMENT_SPEC = {
             "network_operator": {"type": "bool"},
             "network_operator_nfd_managed": {"type": "bool"},
             "example": {"type": "str"},
+            "schemes": {"type": "list", "elements": "str", "choices": ["http", "https", "oci"]},
         },
     },
     "values": {

@@ -68,6 +68,21 @@ def lease(cluster, ns: str, release: str):
         raise
 
 
+def stored(cluster, ns: str, release: str) -> dict:
+    """The release's newest revision as Helm's storage Secrets label it ({"status", "revision"}; {} when none): one
+    API call, where `helm get metadata` would start a process on every poll of the waits below."""
+    from kubernetes import client
+
+    secrets = client.CoreV1Api(cluster.api_client).list_namespaced_secret(
+        ns, label_selector=f"owner=helm,name={release}"
+    )
+    revisions = [(int(s.metadata.labels["version"]), s.metadata.labels["status"]) for s in secrets.items]
+    if not revisions:
+        return {}
+    revision, status = max(revisions)
+    return {"status": status, "revision": revision}
+
+
 def copies(tmpdir: Path) -> list[Path]:
     return sorted(tmpdir.glob("gpuops-chart-*"))
 
@@ -109,13 +124,12 @@ def _chart_pulled(c, ns, rel, tmp, out, before):
 
 
 def _helm_running(c, ns, rel, tmp, out, before):
-    meta = release_meta(c, ns, rel) or {}
-    return str(meta.get("status", "")).startswith("pending-")
+    return str(stored(c, ns, rel).get("status", "")).startswith("pending-")
 
 
 def _after_helm(c, ns, rel, tmp, out, before):
-    meta = release_meta(c, ns, rel) or {}
-    return meta.get("status") == "deployed" and meta.get("revision", 0) > before
+    now = stored(c, ns, rel)
+    return now.get("status") == "deployed" and now.get("revision", 0) > before
 
 
 def _landing_check(c, ns, rel, tmp, out, before):
@@ -167,7 +181,7 @@ def installed(cluster, tmp_path_factory):
 
 def kill_at(cluster, tmp: Path, step: str, how: str, release: str, ns: str, vals: dict, **extra) -> dict:
     """Start a run, wait until it reaches ``step``, kill it ``how``; returns what was seen."""
-    before = (release_meta(cluster, ns, release) or {}).get("revision", 0)
+    before = stored(cluster, ns, release).get("revision", 0)
     out = tmp / f"killed-{step}-{how}.log"
     with out.open("w") as f:
         proc = subprocess.Popen(  # noqa: S603
@@ -177,7 +191,7 @@ def kill_at(cluster, tmp: Path, step: str, how: str, release: str, ns: str, vals
     while not STEPS[step](cluster, ns, release, tmp, out, before):
         assert proc.poll() is None, f"the run ended before {step}: {out.read_text()[-3000:]}"
         assert time.monotonic() < deadline, f"the run never reached {step}: {out.read_text()[-3000:]}"
-        time.sleep(0.1)
+        time.sleep(0.25)
     below = descendants(proc.pid)
     if how == "SIGKILL-all":  # every process of the run, deepest first (a killed container, a cancelled CI job)
         for pid in [*reversed(below), proc.pid]:
@@ -210,7 +224,7 @@ def test_a_killed_run_converges_on_the_next_run(cluster, installed, tmp_path, st
         deadline = time.monotonic() + 20
         while any(alive(p) for p in seen["below"]) or lease(cluster, ns, RELEASE) is not None:
             assert time.monotonic() < deadline, "the orphaned helm or its Lease outlived the killed run"
-            time.sleep(0.2)
+            time.sleep(0.5)
         assert release_meta(cluster, ns, RELEASE)["status"] == "failed"
     if how == "SIGKILL-all":
         assert seen["status"] == "pending-upgrade", seen

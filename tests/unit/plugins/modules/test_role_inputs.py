@@ -112,3 +112,20 @@ def test_a_credential_in_chart_values_is_a_warning_that_names_the_variable_to_us
     assert "monitoring_grafana_admin_password" in f["fix"]
     assert "hunter2-long" not in str(result)
     assert "r_values.grafana.adminPassword" in str(result["warnings"])
+
+
+@pytest.mark.parametrize(("url", "ok"), [("http://prometheus:9090", True), ("oci://registry.example/charts", False)])
+def test_a_url_check_takes_the_schemes_the_variable_accepts(run_module, url, ok):
+    result, failed = run_module(
+        role_inputs,
+        {
+            "role": "r",
+            "prefix": "r_",
+            "options": {"r_url": {"type": "str", "description": "Prometheus."}},
+            "variables": {"r_url": url},
+            "checks": [{"var": "r_url", "rule": "url", "schemes": ["http", "https"]}],
+        },
+    )
+    assert failed is not ok, result
+    if not ok:
+        assert "not a URL starting with http:// or https://." in result["msg"], result["msg"]
