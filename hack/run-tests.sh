@@ -98,7 +98,7 @@ integration_files() { # integration_files a|d: the files of that half
 do_integration_half() { # do_integration_half a|d
   local files
   mapfile -t files < <(integration_files "$1")
-  pytest_strict "${files[@]}" -q -p no:cacheprovider --durations=15
+  pytest_strict "${files[@]}" -q -p no:cacheprovider --durations=40
 }
 
 do_molecule() { # every scenario, one after the other (`make molecule`)
