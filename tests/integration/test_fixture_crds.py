@@ -70,11 +70,11 @@ def _established(cluster, name: str, timeout: float = 30.0) -> bool:
 def crds(cluster):
     created = []
     try:
-        for _, doc in _crd_docs(cluster, CRD_FILES):
+        for fname, doc in _crd_docs(cluster, CRD_FILES):
             name = doc["metadata"]["name"]
             if _kubectl(cluster, "get", "crd", name).returncode != 0:
                 r = _kubectl(cluster, "create", "-f", "-", stdin=json.dumps(doc))
-                assert r.returncode == 0, r.stderr
+                assert r.returncode == 0, f"{fname}: {r.stderr}"
                 created.append(name)
             assert _established(cluster, name), f"CRD {name} not Established"
         time.sleep(1)  # discovery of the new resources

@@ -102,7 +102,7 @@ def test_nfd_crds_come_from_the_upstream_chart_in_the_cache(tmp_path):
         nfd.crd_files(cfg)
     chart = _cache_nfd(cfg, CRDS)
     assert nfd.crd_files(cfg) == [chart / "crds" / "nfd-api-crds.yaml"]
-    assert [doc["metadata"]["name"] for _, doc in nfd.crd_manifests(cfg)] == [
-        "nodefeatures.nfd.k8s-sigs.io",
-        "nodefeaturerules.nfd.k8s-sigs.io",
+    assert [(path.name, doc["metadata"]["name"]) for path, doc in nfd.crd_manifests(cfg)] == [
+        ("nfd-api-crds.yaml", "nodefeatures.nfd.k8s-sigs.io"),
+        ("nfd-api-crds.yaml", "nodefeaturerules.nfd.k8s-sigs.io"),
     ]
