@@ -127,6 +127,26 @@ build_nfd() { # nfd-master only: the lab plays nfd-worker (NodeFeature objects),
   stamp "$out.tmp" nfd-master; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
+build_nfd_chart() { # the upstream NFD Helm chart (issue 27 §6): the lab's chart repository serves it, not a fixture.
+  # A cache entry of its own: a machine whose binaries are cached (and whose Go module cache may be empty) still
+  # fetches it. Read from the module zip at the pinned version, never committed.
+  local out="$CACHE/charts/node-feature-discovery-v$NFD_VERSION" mod=sigs.k8s.io/node-feature-discovery
+  local files
+  if [ -f "$out/SHA256SUMS" ] && (cd "$out" && sha256sum --quiet -c SHA256SUMS >/dev/null 2>&1) \
+     && [ -f "$out/node-feature-discovery/Chart.yaml" ]; then echo "nfd chart v$NFD_VERSION: cached in $out"; return; fi
+  rm -rf "$out" "$out.tmp"; mkdir -p "$out.tmp"
+  echo "nfd chart v$NFD_VERSION: fetching $mod@v$NFD_VERSION (deployment/helm/node-feature-discovery)"
+  local dir
+  dir=$(cd "$out.tmp" && GOFLAGS= go mod download -json "$mod@v$NFD_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -f "$dir/deployment/helm/node-feature-discovery/Chart.yaml" ] || { echo "build.sh: $mod@v$NFD_VERSION has no deployment/helm/node-feature-discovery/Chart.yaml (module dir '$dir')" >&2; exit 1; }
+  cp -r "$dir/deployment/helm/node-feature-discovery" "$out.tmp/node-feature-discovery"; chmod -R u+w "$out.tmp"
+  # Its Chart.yaml says version 0.2.1: upstream's release sets $NFD_VERSION when packaging, and so does the lab
+  # (hack/gpuops_lab/charts.py: helm package --version).
+  files=$(cd "$out.tmp" && find node-feature-discovery -type f | LC_ALL=C sort)
+  # shellcheck disable=SC2086
+  stamp "$out.tmp" $files; mv "$out.tmp" "$out"
+}
+
 build_sriov() { # the SR-IOV Network Operator (the operator only): the lab plays its config daemon and device plugin
   local out="$CACHE/bin/sriov-network-operator-v$SRIOV_VERSION" src="$CACHE/src/sriov-network-operator-v$SRIOV_VERSION"
   local mod=github.com/k8snetworkplumbingwg/sriov-network-operator
@@ -283,9 +303,9 @@ build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4
 
 what=${1:-all}
 case "$what" in
-  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
-  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_sriov; build_registry; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue; build_volcano ;;
-  # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS): no OCI registry, SR-IOV operator or Volcano
-  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue ;;
-  *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|sriov|registry|prometheus|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
+  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; nfd-chart) build_nfd_chart ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
+  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov; build_registry; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue; build_volcano ;;
+  # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS; the NFD chart too): no OCI registry, SR-IOV operator or Volcano
+  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue ;;
+  *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|nfd-chart|sriov|registry|prometheus|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
 esac

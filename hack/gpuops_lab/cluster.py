@@ -98,7 +98,7 @@ class Lab:
                 missing.append(b)
         from . import monitoring  # Prometheus, kube-state-metrics: not started by `up`, built by `build` all the same
 
-        return missing + monitoring.missing_binaries(self.cfg)
+        return missing + monitoring.missing_binaries(self.cfg) + charts.missing_upstream(self.cfg)
 
     def build(self) -> None:
         if not self.binaries_ready():
@@ -109,7 +109,7 @@ class Lab:
                 "(Debian: apt-get install golang-go, or https://go.dev/dl) or put prebuilt binaries in "
                 f"{self.cfg.cache}/bin"
             )
-        self.say(f"building control plane binaries into {self.cfg.cache}/bin (first time: 15-40 min)")
+        self.say(f"building control plane binaries and charts into {self.cfg.cache} (first time: 15-40 min)")
         env = {**os.environ, "GPUOPS_CACHE": str(self.cfg.cache)}
         target = "demo" if demo_profile() else "all"
         rc = subprocess.call(["bash", str(BUILD_SCRIPT), target], env=env)  # noqa: S603,S607
@@ -280,7 +280,7 @@ class Lab:
             from kubernetes import config
 
             (self.cfg.state / "nfd-master.conf").write_text(json.dumps(nfd.MASTER_CONFIG) + "\n")
-            nfd.ensure_master_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)))
+            nfd.ensure_master_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)), self.cfg)
         if name == "sriov-network-operator":
             from kubernetes import config
 

@@ -12,6 +12,10 @@ VERSIONS_FILE = HACK / "cluster" / "versions.env"
 BUILD_SCRIPT = HACK / "cluster" / "build.sh"
 PROFILES_DIR = REPO / "tests" / "fixtures" / "hardware"
 CHARTS_DIR = REPO / "tests" / "fixtures" / "charts"
+# Upstream charts the lab's chart repository serves in place of a fixture (issue 27 §6): chart name -> the
+# versions.env key of its pinned version. hack/cluster/build.sh copies each out of its Go module zip into
+# <cache>/charts/<name>-v<version>/<name> (with a SHA256SUMS stamp); charts.py packages it at that version.
+UPSTREAM_CHARTS = {"node-feature-discovery": "NFD_VERSION"}
 LOCAL_INVENTORY = REPO / "inventories" / "local" / "hosts.yml"
 
 # name -> (env var, default)
@@ -140,6 +144,13 @@ class LabConfig:
             "prometheus": "PROMETHEUS_VERSION",
         }[component]
         return self.cache / "bin" / f"{component}-v{self.versions[key]}"
+
+    def upstream_chart_dir(self, name: str) -> Path:
+        """The unpacked upstream chart `name` (UPSTREAM_CHARTS) in the build cache."""
+        return self.cache / "charts" / f"{name}-v{self.versions[UPSTREAM_CHARTS[name]]}" / name
+
+    def upstream_chart_version(self, name: str) -> str:
+        return self.versions[UPSTREAM_CHARTS[name]]
 
     def binary(self, name: str) -> Path:
         component = {

@@ -27,11 +27,15 @@ def ensure_crd(api_client: Any, path: Path, timeout: float = 30.0) -> str:
     """Install the CRD in `path` unless the cluster has it, then wait until it is Established and served.
     The CRD is left in place: deleting a CRD deletes every custom resource of that kind, other tests' too.
     Returns the CRD name; raises LabError naming the file or the CRD when that cannot be done."""
-    from kubernetes import client
-
     if not path.is_file():
         raise LabError(f"no CRD fixture at {path}")
-    manifest = yaml.safe_load(path.read_text())
+    return ensure_crd_manifest(api_client, yaml.safe_load(path.read_text()), timeout, str(path))
+
+
+def ensure_crd_manifest(api_client: Any, manifest: dict, timeout: float = 30.0, where: str = "") -> str:
+    """ensure_crd() of one CRD manifest already read (`where`: the file it came from, for the error)."""
+    from kubernetes import client
+
     name = manifest["metadata"]["name"]
     ext = client.ApiextensionsV1Api(api_client)
     try:
@@ -66,5 +70,5 @@ def ensure_crd(api_client: Any, path: Path, timeout: float = 30.0) -> str:
         return True
 
     if not (wait_for(established, timeout) and wait_for(served, timeout)):
-        raise LabError(f"CRD {name} (from {path}) not established and served within {timeout:.0f}s")
+        raise LabError(f"CRD {name} (from {where or 'a manifest'}) not established and served within {timeout:.0f}s")
     return name

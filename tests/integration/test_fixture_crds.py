@@ -1,4 +1,5 @@
-"""The fixture charts' CRDs on the real API server: a misspelled field is rejected with strict field validation, a
+"""The fixture charts' CRDs, and the upstream NFD chart's (served by the lab from its build cache), on the real API
+server: a misspelled field is rejected with strict field validation, a
 wrong enum value is rejected, a correct object is accepted, and what the charts render with default values is
 accepted. CRDs that were missing are created for the test and removed afterwards; CRDs already installed (by a
 chart in another test) are used as they are and left alone."""
@@ -18,11 +19,14 @@ REPO = Path(__file__).resolve().parents[2]
 CHARTS = REPO / "tests" / "fixtures" / "charts"
 GPU_OP = CHARTS / "gpu-operator" / "v26.7.0"
 AMD = CHARTS / "amd-gpu-operator" / "v1.5.1"
+# The NFD chart is upstream's (issue 27 §6): its one CRD file (NodeFeature, NodeFeatureGroup, NodeFeatureRule) is read
+# from the lab's build cache, as the lab's chart repository packages it.
+NFD_CRDS = "node-feature-discovery/crds/nfd-api-crds.yaml"
 CRD_FILES = [
     GPU_OP / "crds" / "nvidia.com_clusterpolicies.yaml",
     GPU_OP / "crds" / "nvidia.com_nvidiadrivers.yaml",
     AMD / "crds" / "deviceconfig-crd.yaml",
-    CHARTS / "node-feature-discovery" / "crds" / "nodefeaturegroups.yaml",
+    NFD_CRDS,
 ]
 CP_SPEC = {
     key: {}
@@ -39,6 +43,19 @@ def _create(cluster, obj: dict, *extra: str) -> subprocess.CompletedProcess[str]
     return _kubectl(cluster, "create", "--validate=strict", "-o", "json", *extra, "-f", "-", stdin=json.dumps(obj))
 
 
+def _crd_docs(cluster, files: list) -> list[tuple[str, dict]]:
+    """(file name, CRD) of every CRD in the files; a str is a path in the lab's upstream chart cache."""
+    out = []
+    for f in files:
+        path = cluster.cfg.cache / "charts" / _upstream_entry(cluster) / f if isinstance(f, str) else f
+        out += [(path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return out
+
+
+def _upstream_entry(cluster) -> str:
+    return cluster.cfg.upstream_chart_dir("node-feature-discovery").parent.name
+
+
 def _established(cluster, name: str, timeout: float = 30.0) -> bool:
     query = '{.status.conditions[?(@.type=="Established")].status}'
     deadline = time.monotonic() + timeout
@@ -53,11 +70,11 @@ def _established(cluster, name: str, timeout: float = 30.0) -> bool:
 def crds(cluster):
     created = []
     try:
-        for path in CRD_FILES:
-            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        for fname, doc in _crd_docs(cluster, CRD_FILES):
+            name = doc["metadata"]["name"]
             if _kubectl(cluster, "get", "crd", name).returncode != 0:
-                r = _kubectl(cluster, "create", "-f", str(path))
-                assert r.returncode == 0, r.stderr
+                r = _kubectl(cluster, "create", "-f", "-", stdin=json.dumps(doc))
+                assert r.returncode == 0, f"{fname}: {r.stderr}"
                 created.append(name)
             assert _established(cluster, name), f"CRD {name} not Established"
         time.sleep(1)  # discovery of the new resources
@@ -179,7 +196,7 @@ def test_device_config_and_nfd_group_strict_schema(cluster, crds, namespace):
 KPS = CHARTS / "kube-prometheus-stack" / "crds"
 SRIOV = CHARTS / "sriov-network-operator" / "1.6.0" / "crds"
 STRICT_CRD_FILES = [
-    CHARTS / "node-feature-discovery" / "crds" / "nodefeatures.yaml",
+    NFD_CRDS,
     KPS / "monitoring.coreos.com_prometheuses.yaml",
     KPS / "monitoring.coreos.com_servicemonitors.yaml",
     KPS / "monitoring.coreos.com_prometheusrules.yaml",
@@ -197,11 +214,11 @@ STRICT_CRD_FILES = [
 def strict_crds(cluster):
     created = []
     try:
-        for path in STRICT_CRD_FILES:
-            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        for fname, doc in _crd_docs(cluster, STRICT_CRD_FILES):
+            name = doc["metadata"]["name"]
             if _kubectl(cluster, "get", "crd", name).returncode != 0:
-                r = _kubectl(cluster, "create", "-f", str(path))
-                assert r.returncode == 0, f"{path.name}: {r.stderr}"  # the API server takes the schema as structural
+                r = _kubectl(cluster, "create", "-f", "-", stdin=json.dumps(doc))
+                assert r.returncode == 0, f"{fname}: {r.stderr}"  # the API server takes the schema as structural
                 created.append(name)
             assert _established(cluster, name), f"CRD {name} not Established"
         time.sleep(1)  # discovery of the new resources

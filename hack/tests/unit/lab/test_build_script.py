@@ -78,3 +78,65 @@ def test_missing_go_says_what_to_install(tmp_path):
     r = _run(tmp_path, [empty])
     assert r.returncode == 3
     assert "'go' not found" in r.stderr and "install Go" in r.stderr
+
+
+# The upstream NFD chart (issue 27 §6): a cache entry of its own, fetched with `go mod download -json` (its "Dir"),
+# copied out of the module and stamped; a fresh machine whose binaries are cached still fetches it.
+FAKE_GO_DOWNLOAD = """#!/bin/sh
+echo "$@" >> "$FAKE_GO_LOG"
+case "$1" in
+  mod) printf '{\\n\\t"Path": "sigs.k8s.io/node-feature-discovery",\\n' ;
+       printf '\\t"Dir": "%s",\\n\\t"Sum": "h1:x"\\n}\\n' "$FAKE_MOD_DIR" ;;
+esac
+"""
+
+
+def _nfd_chart_run(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    mod = tmp_path / "gomod" / "node-feature-discovery@v0.19.0"
+    chart = mod / "deployment" / "helm" / "node-feature-discovery"
+    if not chart.exists():
+        (chart / "crds").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text("apiVersion: v2\nname: node-feature-discovery\nversion: 0.2.1\n")
+        (chart / "crds" / "nfd-api-crds.yaml").write_text("kind: CustomResourceDefinition\n")
+        (chart / "Chart.yaml").chmod(0o444)  # the module cache is read-only
+    d = tmp_path / "fakebin"
+    d.mkdir(exist_ok=True)
+    (d / "go").write_text(FAKE_GO_DOWNLOAD)
+    (d / "go").chmod(0o755)
+    env = {
+        "PATH": f"{d}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "GPUOPS_CACHE": str(tmp_path / "cache"),
+        "FAKE_GO_LOG": str(tmp_path / "go.log"),
+        "FAKE_MOD_DIR": str(mod),
+    }
+    argv = ["/bin/bash", str(BUILD_SCRIPT), "nfd-chart"]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    return r, tmp_path / "cache" / "charts" / f"node-feature-discovery-v{read_versions()['NFD_VERSION']}"
+
+
+def test_nfd_chart_is_fetched_from_the_module_then_reused(tmp_path):
+    r, out = _nfd_chart_run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    log = (tmp_path / "go.log").read_text()
+    assert f"mod download -json sigs.k8s.io/node-feature-discovery@v{read_versions()['NFD_VERSION']}" in log
+    assert (out / "node-feature-discovery" / "Chart.yaml").read_text().endswith("version: 0.2.1\n")
+    assert (out / "SHA256SUMS").read_text().splitlines()[0].endswith("  node-feature-discovery/Chart.yaml")
+    (tmp_path / "go.log").unlink()
+    r, _ = _nfd_chart_run(tmp_path)
+    assert r.returncode == 0 and "cached in" in r.stdout and not (tmp_path / "go.log").exists()
+
+
+def test_nfd_chart_changed_in_the_cache_is_fetched_again(tmp_path):
+    _, out = _nfd_chart_run(tmp_path)
+    (out / "node-feature-discovery" / "Chart.yaml").write_text("tampered\n")
+    r, _ = _nfd_chart_run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "fetching" in r.stdout and "tampered" not in (out / "node-feature-discovery" / "Chart.yaml").read_text()
+
+
+def test_nfd_chart_step_is_in_all_and_demo():
+    text = BUILD_SCRIPT.read_text()
+    for target in ("all", "demo"):
+        (line,) = [x for x in text.splitlines() if x.strip().startswith(f"{target})")]
+        assert "build_nfd_chart;" in line, target

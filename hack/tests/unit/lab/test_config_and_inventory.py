@@ -75,12 +75,6 @@ def test_nfd_master_is_pinned_configured_and_on_loopback(tmp_path):
     assert lab._ports_of("nfd-master") == [("nfd-master metrics", 21290)]
 
 
-def test_nfd_crds_come_from_the_fixture_chart():
-    from gpuops_lab import nfd
-
-    assert [p.name for p in nfd.crd_files()] == ["nodefeaturegroups.yaml", "nodefeaturerules.yaml", "nodefeatures.yaml"]
-
-
 @pytest.mark.parametrize(
     ("range_text", "env", "rejected"),
     [

@@ -1,0 +1,108 @@
+"""charts.py: the lab's chart repository packages the upstream charts from the build cache at their pinned versions
+(config.UPSTREAM_CHARTS) and the fixture charts, an upstream chart replacing a fixture copy of the same name and
+version; missing_upstream() names an upstream chart the cache lacks, so `lab build` runs build.sh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gpuops_lab import charts, nfd
+from gpuops_lab.config import UPSTREAM_CHARTS, LabConfig
+from gpuops_lab.errors import LabError
+
+
+def _cfg(tmp_path: Path) -> LabConfig:
+    return LabConfig.load({"GPUOPS_LAB_STATE": str(tmp_path / "state"), "GPUOPS_CACHE": str(tmp_path / "cache")})
+
+
+def _chart(path: Path, name: str, version: str) -> Path:
+    path.mkdir(parents=True)
+    (path / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\nversion: {version}\n")
+    return path
+
+
+def _cache_nfd(cfg: LabConfig, crds: str = "") -> Path:
+    chart = _chart(cfg.upstream_chart_dir("node-feature-discovery"), "node-feature-discovery", "0.2.1")
+    (chart.parent / "SHA256SUMS").write_text("")
+    if crds:
+        (chart / "crds").mkdir()
+        (chart / "crds" / "nfd-api-crds.yaml").write_text(crds)
+    return chart
+
+
+def test_upstream_nfd_is_in_the_cache_at_the_pinned_version(tmp_path):
+    cfg = _cfg(tmp_path)
+    assert UPSTREAM_CHARTS == {"node-feature-discovery": "NFD_VERSION"}
+    assert cfg.upstream_chart_version("node-feature-discovery") == cfg.versions["NFD_VERSION"]
+    assert cfg.upstream_chart_dir("node-feature-discovery") == (
+        tmp_path
+        / "cache"
+        / "charts"
+        / f"node-feature-discovery-v{cfg.versions['NFD_VERSION']}"
+        / "node-feature-discovery"
+    )
+
+
+def test_missing_upstream_names_the_chart_until_it_is_cached_with_its_stamp(tmp_path):
+    cfg = _cfg(tmp_path)
+    assert charts.missing_upstream(cfg) == ["node-feature-discovery chart"]
+    chart = _cache_nfd(cfg)
+    assert charts.missing_upstream(cfg) == []
+    (chart.parent / "SHA256SUMS").unlink()
+    assert charts.missing_upstream(cfg) == ["node-feature-discovery chart"]
+
+
+def test_package_argvs_upstream_last_at_its_version_and_replacing_the_fixture_copy(tmp_path):
+    cfg = _cfg(tmp_path)
+    version = cfg.versions["NFD_VERSION"]
+    upstream = _cache_nfd(cfg)
+    fixtures = tmp_path / "fixtures"
+    parent = _chart(fixtures / "gpu-operator", "gpu-operator", "v26.7.0")
+    same = _chart(parent / "charts" / "node-feature-discovery", "node-feature-discovery", version)
+    older = _chart(fixtures / "amd" / "charts" / "node-feature-discovery", "node-feature-discovery", "0.18.3")
+    out = tmp_path / "repo"
+    argvs = charts.package_argvs(cfg, out, fixtures)
+    helm = str(cfg.binary("helm"))
+    assert [a[2] for a in argvs] == [str(older), str(parent), str(upstream)]
+    assert str(same) not in [a[2] for a in argvs]  # the upstream chart of that name and version replaces it
+    assert argvs[-1] == [
+        helm,
+        "package",
+        str(upstream),
+        "--version",
+        version,
+        "--app-version",
+        f"v{version}",
+        "--destination",
+        str(out),
+    ]
+    assert argvs[0] == [helm, "package", str(older), "--destination", str(out)]
+
+
+def test_package_argvs_refuse_a_missing_upstream_chart(tmp_path):
+    with pytest.raises(LabError, match=r"(?s)upstream chart node-feature-discovery .*build\.sh all"):
+        charts.package_argvs(_cfg(tmp_path), tmp_path / "repo", tmp_path / "fixtures")
+
+
+CRDS = """---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: nodefeatures.nfd.k8s-sigs.io}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: nodefeaturerules.nfd.k8s-sigs.io}
+"""
+
+
+def test_nfd_crds_come_from_the_upstream_chart_in_the_cache(tmp_path):
+    cfg = _cfg(tmp_path)
+    with pytest.raises(LabError, match=r"(?s)no NFD CRDs.*build\.sh nfd-chart"):
+        nfd.crd_files(cfg)
+    chart = _cache_nfd(cfg, CRDS)
+    assert nfd.crd_files(cfg) == [chart / "crds" / "nfd-api-crds.yaml"]
+    assert [(path.name, doc["metadata"]["name"]) for path, doc in nfd.crd_manifests(cfg)] == [
+        ("nfd-api-crds.yaml", "nodefeatures.nfd.k8s-sigs.io"),
+        ("nfd-api-crds.yaml", "nodefeaturerules.nfd.k8s-sigs.io"),
+    ]
