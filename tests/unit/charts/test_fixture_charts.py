@@ -190,13 +190,14 @@ VENDORED_NFD = {
 
 
 def nfd_fixture_as(version: str) -> dict[str, str]:
-    """The NFD subchart fixture's files (relative path -> text) as a copy mirroring NFD `version`. 0.18.3 differs from 0.19.0
-    (deployment/helm/node-feature-discovery at v0.18.3 vs v0.19.0), for what the fixture mirrors, only in its version
-    and its default featureGates ({NodeFeatureGroupAPI: false}; 0.19.0: {}): the same CRDs, and the same values keys
-    for what the roles and the parent charts set (enable flags, tolerations, worker/master config, gc). 0.19.0 adds
-    keys none of them sets (hostUsers, initContainers, networkPolicy, checksumValuesOnly, worker.ownerRefs) and a
-    values.schema.json, which the fixture does not carry. The copies keep global.imagePullSecrets: [] in values.yaml
-    (0.18.3 has no global key there; its templates read global.imagePullSecrets the same way)."""
+    """The NFD subchart fixture's files (relative path -> text) as a copy mirroring NFD `version`. 0.18.3 differs
+    from 0.19.0 (deployment/helm/node-feature-discovery at v0.18.3 vs v0.19.0), for what the fixture mirrors, only
+    in its version and its default featureGates ({NodeFeatureGroupAPI: false}; 0.19.0: {}): the same CRDs, and the
+    same values keys for what the roles and the parent charts set (enable flags, tolerations, worker/master config,
+    gc). 0.19.0 adds keys none of them sets (hostUsers, initContainers, networkPolicy, checksumValuesOnly,
+    worker.ownerRefs) and a values.schema.json, which the fixture does not carry. The copies keep
+    global.imagePullSecrets: [] in values.yaml (0.18.3 has no global key there; its templates read
+    global.imagePullSecrets the same way)."""
     files = {p.relative_to(NFD).as_posix(): p.read_text() for p in sorted(NFD.rglob("*")) if p.is_file()}
     if version == "0.19.0":
         return files

@@ -1,6 +1,6 @@
 """The upstream charts the lab's chart repository serves in place of a fixture (issue 27 §6, hack/gpuops_lab/charts.py),
 rendered with the real helm from the lab's build cache (hack/cluster/build.sh copies them out of their Go module zips;
-skipped where the cache lacks them): what the roles set is what upstream reads. Node Feature Discovery v0.19.0
+a missing one fails, naming the build step): what the roles set is what upstream reads. Node Feature Discovery v0.19.0
 (deployment/helm/node-feature-discovery): the nfd role's values against its values.schema.json and templates."""
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def nfd_chart() -> Path:
     cfg = _lab()
     chart = cfg.upstream_chart_dir("node-feature-discovery")
     if not (chart / "Chart.yaml").is_file() or not cfg.binary("helm").is_file():
-        pytest.skip(f"the upstream NFD chart is not in {chart} (hack/cluster/build.sh nfd-chart)")
+        # a failure, never a skip: `make test` builds it first, and a skip would hide the chart the lab serves
+        pytest.fail(f"the upstream NFD chart is not in {chart}: run `make build` (hack/cluster/build.sh nfd-chart)")
     return chart
 
 
