@@ -19,8 +19,15 @@ from gpuops_lab import nodes as lab_nodes
 from kubernetes import client, dynamic
 
 REPO = Path(__file__).resolve().parents[2]
-# written by controllers on their own schedule, not by a playbook
-VOLATILE = {"Event", "Lease", "Endpoints", "EndpointSlice", "Pod"}
+# written by controllers on their own schedule, not by a playbook (NodeFeature: the lab's nfd-worker stand-in)
+VOLATILE = {"Event", "Lease", "Endpoints", "EndpointSlice", "Pod", "NodeFeature"}
+# node labels and annotations NFD's master writes from the NodeFeatures, on its own schedule (an earlier test that
+# removed and restored the NFD CRDs has it relabel the nodes for a while); no playbook of the collection writes them
+NFD_OWNED = ("feature.node.kubernetes.io/", "nfd.node.kubernetes.io/")
+
+
+def _not_nfd(meta: dict) -> dict:
+    return {k: v for k, v in meta.items() if not k.startswith(NFD_OWNED)}
 
 
 def snapshot(api_client) -> dict[tuple[str, str, str], str]:
@@ -41,7 +48,7 @@ def snapshot(api_client) -> dict[tuple[str, str, str], str]:
             meta = it.metadata
             key = (f"{res.group_version}/{res.kind}", meta.namespace or "", meta.name)
             if res.kind == "Node":
-                out[key] = json.dumps([dict(meta.labels or {}), dict(meta.annotations or {})], sort_keys=True)
+                out[key] = json.dumps([_not_nfd(meta.labels or {}), _not_nfd(meta.annotations or {})], sort_keys=True)
             else:
                 # what a playbook writes (metadata labels and annotations, spec, data), not the resourceVersion: the
                 # lab's controllers and earlier tests' operators keep writing status in the shared lab
