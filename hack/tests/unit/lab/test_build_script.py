@@ -123,14 +123,14 @@ def test_nfd_chart_is_fetched_from_the_module_then_reused(tmp_path):
     assert (out / "node-feature-discovery" / "Chart.yaml").read_text().endswith("version: 0.2.1\n")
     assert (out / "SHA256SUMS").read_text().splitlines()[0].endswith("  node-feature-discovery/Chart.yaml")
     (tmp_path / "go.log").unlink()
-    r, _ = _nfd_chart_run(tmp_path)
+    r = _nfd_chart_run(tmp_path)[0]
     assert r.returncode == 0 and "cached in" in r.stdout and not (tmp_path / "go.log").exists()
 
 
 def test_nfd_chart_changed_in_the_cache_is_fetched_again(tmp_path):
-    _, out = _nfd_chart_run(tmp_path)
+    out = _nfd_chart_run(tmp_path)[1]
     (out / "node-feature-discovery" / "Chart.yaml").write_text("tampered\n")
-    r, _ = _nfd_chart_run(tmp_path)
+    r = _nfd_chart_run(tmp_path)[0]
     assert r.returncode == 0, r.stderr
     assert "fetching" in r.stdout and "tampered" not in (out / "node-feature-discovery" / "Chart.yaml").read_text()
 
