@@ -21,7 +21,7 @@ GPU_OP = CHARTS / "gpu-operator" / "v26.7.0"
 AMD = CHARTS / "amd-gpu-operator" / "v1.5.1"
 # The NFD chart is upstream's (issue 27 §6): its one CRD file (NodeFeature, NodeFeatureGroup, NodeFeatureRule) is read
 # from the lab's build cache, as the lab's chart repository packages it.
-NFD_CRDS = "node-feature-discovery/crds/nfd-api-crds.yaml"
+NFD_CRDS = "the upstream NFD chart's crds/"  # a marker, read through gpuops_lab.nfd
 CRD_FILES = [
     GPU_OP / "crds" / "nvidia.com_clusterpolicies.yaml",
     GPU_OP / "crds" / "nvidia.com_nvidiadrivers.yaml",
@@ -44,16 +44,17 @@ def _create(cluster, obj: dict, *extra: str) -> subprocess.CompletedProcess[str]
 
 
 def _crd_docs(cluster, files: list) -> list[tuple[str, dict]]:
-    """(file name, CRD) of every CRD in the files; a str is a path in the lab's upstream chart cache."""
+    """(file name, CRD) of every CRD in the files; NFD_CRDS stands for the upstream NFD chart's, read as the lab reads
+    them (gpuops_lab.nfd.crd_manifests, from the build cache)."""
+    from gpuops_lab import nfd
+
     out = []
     for f in files:
-        path = cluster.cfg.cache / "charts" / _upstream_entry(cluster) / f if isinstance(f, str) else f
-        out += [(path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
+        if f == NFD_CRDS:
+            out += [(path.name, doc) for path, doc in nfd.crd_manifests(cluster.cfg)]
+        else:
+            out += [(f.name, doc) for doc in yaml.safe_load_all(f.read_text()) if doc]
     return out
-
-
-def _upstream_entry(cluster) -> str:
-    return cluster.cfg.upstream_chart_dir("node-feature-discovery").parent.name
 
 
 def _established(cluster, name: str, timeout: float = 30.0) -> bool:
