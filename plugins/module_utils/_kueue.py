@@ -385,8 +385,9 @@ def _quota_entries(
                     "kueue_flavors",
                 )
             )
-            continue
-        if flavor["name"] in seen:
+            if not early:
+                continue
+        elif flavor["name"] in seen:
             findings.append(
                 _finding(
                     "kueue-flavor-repeated",
@@ -398,7 +399,10 @@ def _quota_entries(
                 )
             )
             continue
-        seen.add(flavor["name"])
+        else:
+            seen.add(flavor["name"])
+        # a quota on a flavor not known yet (check mode or the run's plan, before the GPU Operator labelled the
+        # nodes) is still judged for its quantities, limits and cohort; it is applied once the flavor is known
         resources = (quota or {}).get("resources")
         if not isinstance(resources, Mapping) or not resources:
             findings.append(
@@ -471,7 +475,7 @@ def _quota_entries(
                 )
                 continue
             entry[str(res)] = values
-        if entry:
+        if entry and flavor is not None:
             out.append((flavor, entry))
     return out
 

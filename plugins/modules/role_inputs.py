@@ -156,6 +156,34 @@ options:
             C(monitoring_grafana_admin_password).
           - Any user value whose key names a credential (password, token, API key) is warned about, named or not.
         type: dict
+  chart:
+    description:
+      - The role's pinned chart - with no other finding on O(chart.var), the module reads the repository (an
+        C(http(s)://) repository's C(index.yaml), an C(oci://) registry's tag list) and reports a version it does not
+        serve, naming the versions it has. An C(http(s)://) repository that cannot be read is an error too; an OCI
+        tag list that cannot be read is a warning (helm's own registry login may still pull the chart).
+      - Read-only, also in check mode; one request per repository (two for a registry that wants a token).
+    type: dict
+    suboptions:
+      var:
+        description: The variable that pins the version (for the message).
+        type: str
+        required: true
+      name:
+        description: The chart's name in the repository.
+        type: str
+        required: true
+      repo_url:
+        description: The repository (C(gpuops_chart_repo_mirror) when set, else the role's own).
+        type: str
+        required: true
+      ca_file:
+        description: A CA bundle for the repository's TLS certificate.
+        type: str
+      timeout:
+        description: Seconds to wait for the repository.
+        type: int
+        default: 30
 """
 
 EXAMPLES = r"""
@@ -170,6 +198,10 @@ EXAMPLES = r"""
     checks:
       - {var: gpu_operator_namespace, rule: dns1123_label}
       - {var: gpu_operator_chart_version, rule: chart_version}
+    chart:
+      var: gpu_operator_chart_version
+      name: gpu-operator
+      repo_url: https://helm.ngc.nvidia.com/nvidia
 
 - name: Check the kubeconfig
   gpuops.platform.role_inputs:
@@ -221,7 +253,7 @@ report:
 
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _inputs  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _chart_index, _inputs  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
 ARGUMENT_SPEC = {
@@ -266,6 +298,16 @@ ARGUMENT_SPEC = {
             "instead": {"type": "dict"},
         },
     },
+    "chart": {
+        "type": "dict",
+        "options": {
+            "var": {"type": "str", "required": True},
+            "name": {"type": "str", "required": True},
+            "repo_url": {"type": "str", "required": True},
+            "ca_file": {"type": "str"},
+            "timeout": {"type": "int", "default": 30},
+        },
+    },
 }
 
 
@@ -286,6 +328,14 @@ def run(ctx: Any) -> dict[str, Any]:
         outputs=p["outputs"],
         values=p["values"],
     )
+    chart = p["chart"]  # read only when every other input is right (a wrong URL or version says so itself)
+    if chart and not any(f["severity"] == "error" for f in findings):
+        version = p["variables"].get(chart["var"])
+        if isinstance(version, str) and version:
+            found = _chart_index.published_finding(
+                chart["var"], chart["name"], version, chart["repo_url"], chart["ca_file"] or None, chart["timeout"]
+            )
+            findings += [found] if found else []
     # a secret's value never leaves the module: not in a finding (masked there), the invocation or any message
     for var in _inputs.secret_variables(p["options"]):
         ctx.module.no_log_values.update(s for s in _inputs.secret_strings(p["variables"].get(var)) if len(s) >= 3)

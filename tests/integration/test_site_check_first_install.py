@@ -16,48 +16,10 @@ import uuid
 from pathlib import Path
 
 from gpuops_lab import nodes as lab_nodes
-from kubernetes import client, dynamic
+from gpuops_lab.testing import snapshot
+from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
-# written by controllers on their own schedule, not by a playbook (NodeFeature: the lab's nfd-worker stand-in)
-VOLATILE = {"Event", "Lease", "Endpoints", "EndpointSlice", "Pod", "NodeFeature"}
-# node labels and annotations NFD's master writes from the NodeFeatures, on its own schedule (an earlier test that
-# removed and restored the NFD CRDs has it relabel the nodes for a while); no playbook of the collection writes them
-NFD_OWNED = ("feature.node.kubernetes.io/", "nfd.node.kubernetes.io/")
-
-
-def _not_nfd(meta: dict) -> dict:
-    return {k: v for k, v in meta.items() if not k.startswith(NFD_OWNED)}
-
-
-def snapshot(api_client) -> dict[tuple[str, str, str], str]:
-    """Every object of every listable kind (but VOLATILE), keyed by (apiVersion/kind, namespace, name), valued by what
-    a playbook writes - metadata labels, annotations and owners, spec, data - not status or resourceVersion; Nodes by
-    their labels and annotations (kwok's heartbeats move everything else)."""
-    dyn = dynamic.DynamicClient(api_client)
-    out: dict[tuple[str, str, str], str] = {}
-    for res in dyn.resources.search():
-        verbs = getattr(res, "verbs", None) or []
-        if "list" not in verbs or "/" in (res.name or "") or res.kind in VOLATILE or res.kind.endswith("List"):
-            continue
-        try:
-            items = dyn.get(res).items
-        except Exception:  # noqa: BLE001 - an aggregated or review-only kind without a usable list: not ours
-            continue
-        for it in items:
-            meta = it.metadata
-            key = (f"{res.group_version}/{res.kind}", meta.namespace or "", meta.name)
-            if res.kind == "Node":
-                out[key] = json.dumps([_not_nfd(meta.labels or {}), _not_nfd(meta.annotations or {})], sort_keys=True)
-            else:
-                # what a playbook writes (metadata labels and annotations, spec, data), not the resourceVersion: the
-                # lab's controllers and earlier tests' operators keep writing status in the shared lab
-                body = it.to_dict()
-                body.pop("status", None)
-                kept = body.pop("metadata", {}) or {}
-                body["metadata"] = {k: kept.get(k) for k in ("labels", "annotations", "ownerReferences")}
-                out[key] = json.dumps(body, sort_keys=True, default=str)
-    return out
 
 
 def test_site_check_on_a_first_install_passes_reports_changes_and_changes_nothing(cluster, tmp_path):

@@ -476,3 +476,26 @@ def test_check_mode_before_gpu_feature_discovery_warns_and_leaves_the_team_out()
         check_mode=True,
     )
     assert [(f["id"], f["severity"]) for f in with_labels["findings"]] == [("kueue-flavor-unknown", "error")]
+
+
+@pytest.mark.parametrize(
+    ("resources", "cohort", "want"),
+    [
+        ({"nvidia.com/gpu": -1}, None, "kueue-quota-invalid"),
+        ({"nvidia.com/gpu": "16x"}, None, "kueue-quota-invalid"),
+        ({"nvidia.com/gpu": {"nominal": 2, "borrowing_limit": 1}}, None, "kueue-limit-without-cohort"),
+        ({"nvidia.com/gpu": {"nominal": 2, "lending_limit": 4}}, "all", "kueue-lending-above-nominal"),
+        ({"nvidia.com/gpu": {"nominal": 2, "borrowing_limit": -1}}, "all", "kueue-quota-invalid"),
+    ],
+)
+def test_a_quota_on_a_flavor_not_known_yet_is_still_judged(resources, cohort, want):
+    """The run's plan (and --check) before the GPU Operator labelled the nodes: the flavor is a warning, the team is
+    left out, and its quantities, limits and cohort are errors all the same - the run stops before its first change."""
+    bare = [node("dgx-0", {}, {"cpu": "224"})]
+    quota = {"flavor": "NVIDIA-H100-80GB-HBM3", "resources": resources}
+    built = kq.build(variables(kueue_teams=[team(quotas=[quota], cohort=cohort)]), bare, check_mode=True)
+    assert [(f["id"], f["severity"]) for f in built["findings"]] == [
+        ("kueue-flavor-unknown", "warning"),
+        (want, "error"),
+    ]
+    assert built["cluster_queues"] == []

@@ -129,3 +129,40 @@ def test_a_url_check_takes_the_schemes_the_variable_accepts(run_module, url, ok)
     assert failed is not ok, result
     if not ok:
         assert "not a URL starting with http:// or https://." in result["msg"], result["msg"]
+
+
+CHART = {"var": "r_chart_version", "name": "c", "repo_url": "http://repo/charts", "ca_file": "", "timeout": 7}
+
+
+@pytest.mark.parametrize(
+    ("version", "published", "read", "failed_with"),
+    [
+        ("1.2.3", True, True, None),
+        ("9.9.9", False, True, "Chart c 9.9.9 is not in http://repo/charts (it has: 1.2.3)"),
+        ("latest", False, False, "The value is not a pinned version"),  # the format rule answers; no read
+    ],
+)
+def test_the_chart_option_reads_the_repository_once_the_other_inputs_are_right(
+    run_module, monkeypatch, version, published, read, failed_with
+):
+    calls = []
+
+    def index(repo_url, chart, ca_file, timeout, get=None):
+        calls.append((repo_url, chart, ca_file, timeout))
+        return ["1.2.3"]
+
+    monkeypatch.setattr(role_inputs._chart_index, "index_versions", index)
+    result, failed = run_module(
+        role_inputs,
+        {
+            "role": "r",
+            "variables": {"r_chart_version": version},
+            "checks": [{"var": "r_chart_version", "rule": "chart_version"}],
+            "chart": CHART,
+        },
+    )
+    assert calls == ([("http://repo/charts", "c", None, 7)] if read else [])
+    assert failed is (failed_with is not None), result
+    if failed_with:
+        assert failed_with in result["msg"], result["msg"]
+        assert "r_chart_version" in result["msg"] and "nothing was changed" in result["msg"]

@@ -1,0 +1,83 @@
+"""The whole run is planned before its first change (issue 28 §0): `ansible-playbook site.yml` with one bad value that
+used to be refused only by its own role's preflight - after NFD, the GPU Operator and the sharing ConfigMaps had
+changed the cluster - now stops in the run's preflight. Each case: the run fails, its message names the value and says
+nothing was changed, and an API snapshot (every object of every listable kind, the nodes' labels and annotations)
+agrees.
+
+Before the fix, `-e gpu_operator_chart_version=v99.0.0` on a fresh lab ended with "... is not in <repo> ... Nothing
+was changed" after the NFD release, the gpu-operator namespace and the sharing ConfigMaps had been created."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from gpuops_lab.testing import snapshot
+
+REPO = Path(__file__).resolve().parents[2]
+TEAM = {"name": "t", "cohort": "all", "namespaces": ["t"]}
+
+# (id, extra vars, what the refusal must name)
+CASES = [
+    ("chart-version-not-published", {"gpu_operator_chart_version": "v99.0.0"}, "gpu-operator v99.0.0 is not in"),
+    (
+        "kueue-lending-above-nominal",
+        {
+            "gpuops_batch_schedulers": ["kueue"],
+            "kueue_flavors": [{"name": "x"}],
+            "kueue_teams": [
+                {**TEAM, "quotas": [{"flavor": "x", "resources": {"cpu": {"nominal": 2, "lending_limit": 4}}}]}
+            ],
+        },
+        "lending_limit 4 > nominal 2",
+    ),
+    (
+        "volcano-weight-negative",
+        {"gpuops_batch_schedulers": ["volcano"], "volcano_queues": [{"name": "q", "weight": -1}]},
+        "volcano_queues[0].weight: -1",
+    ),
+    (
+        "kai-parent-missing",
+        {"gpuops_batch_schedulers": ["kai_scheduler"], "kai_scheduler_queues": [{"name": "q", "parent": "nope"}]},
+        "nope",
+    ),
+    (
+        "monitoring-threshold-not-a-number",
+        {"gpuops_monitoring_managed": True, "monitoring_alert_thresholds": {"gpu_temp_celsius": "hot"}},
+        "gpu_temp_celsius",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "names"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_late_rule_stops_the_run_before_its_first_change(cluster, tmp_path, extra, names):
+    extra_file = tmp_path / "extra.json"
+    extra_file.write_text(json.dumps(extra))
+    env = {
+        **os.environ,
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "GPUOPS_LAB_STATE": str(cluster.cfg.state),
+    }
+    before = snapshot(cluster.api_client)
+    r = subprocess.run(
+        ["ansible-playbook", "site.yml", "-i", "inventories/local", "-e", f"@{extra_file}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    after = snapshot(cluster.api_client)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out[-4000:]
+    assert names in out, out[-4000:]
+    assert "nothing was changed" in out.lower(), out[-4000:]
+    # the run stopped in its preflight: no task of a layer that changes the cluster ran
+    assert "TASK [gpuops.platform.helm_release" not in out, out[-4000:]
+    assert {
+        k: (before.get(k), after.get(k)) for k in before.keys() | after.keys() if before.get(k) != after.get(k)
+    } == {}
