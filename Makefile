@@ -10,7 +10,7 @@ export ANSIBLE_CONFIG := $(REPO)/ansible.cfg
 export ANSIBLE_HOME := $(REPO)/.state/ansible-home
 # Bytecode for every Python process (Ansible, its module runs, the lab, the tests), kept out of the tree. Where
 # PYTHONDONTWRITEBYTECODE is set (it is on the CI machines) every process compiled Ansible, the kubernetes client
-# and the rest from source again: about a quarter of make test's CPU (benchmarks/README.md).
+# and the rest from source again: about a quarter of make test's CPU (benchmarks/HISTORY.md).
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX := $(REPO)/.state/pycache
 LAB := $(PY) -m gpuops_lab
