@@ -10,19 +10,19 @@ export ANSIBLE_CONFIG := $(REPO)/ansible.cfg
 export ANSIBLE_HOME := $(REPO)/.state/ansible-home
 # Bytecode for every Python process (Ansible, its module runs, the lab, the tests), kept out of the tree. Where
 # PYTHONDONTWRITEBYTECODE is set (it is on the CI machines) every process compiled Ansible, the kubernetes client
-# and the rest from source again: about a quarter of make test's CPU (benchmarks/README.md).
+# and the rest from source again: about a quarter of make test's CPU (benchmarks/HISTORY.md).
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX := $(REPO)/.state/pycache
 LAB := $(PY) -m gpuops_lab
 COLL_LINK := $(REPO)/.state/collections/ansible_collections/gpuops/platform
 
-.PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench ee clean
+.PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench ee role-readmes clean
 
 help:
 	@echo "make demo   - build/reuse the local control plane, start it (and its Prometheus), run site.yml, print node readiness, onboard a fifth node"
 	@echo "make test   - lint, sanity, unit, integration and molecule tests (starts the lab as needed)"
 	@echo "make down   - stop every lab process and remove all lab state"
-	@echo "make up | status | bench | build | venv | ee (AWX execution environment build context)"
+	@echo "make up | status | bench | build | venv | ee (AWX execution environment build context) | role-readmes"
 
 $(VENV)/.stamp: hack/venv/gpuops_zipimport_cache.py requirements/bootstrap.txt requirements/dev.txt requirements/constraints.txt
 	py=$$(bash hack/find-python312.sh) && $$py -m venv $(VENV)
@@ -96,6 +96,10 @@ ee: build
 
 bench: build
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+# roles/<role>/README.md from each role's argument spec and defaults (tests/unit/test_role_readmes.py checks them)
+role-readmes: venv
+	$(PY) hack/role_readmes.py
 
 clean: down
 	rm -rf $(VENV) .state .cache tests/output

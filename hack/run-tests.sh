@@ -10,7 +10,7 @@ export PYTHONPYCACHEPREFIX="$repo/.state/pycache"; unset PYTHONDONTWRITEBYTECODE
 export ANSIBLE_INTERNAL_POLL_INTERVAL=0.01  # as ansible.cfg, also for molecule's own config (less CPU spinning)
 # The tests' playbooks run under Mitogen's linear strategy (requirements/dev.txt): one Python per host for the
 # whole play instead of one per task, the same modules and results: about 40 % less CPU in a long play, 17 % over
-# make test (benchmarks/README.md).
+# make test (benchmarks/HISTORY.md).
 # The scenarios in PLAIN_SCENARIOS, the AWX job tests (ansible-runner, as AWX runs) and `make demo` keep Ansible's
 # own strategy, so the product is also proven the way a user runs it by default.
 ANSIBLE_STRATEGY_PLUGINS="$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/ansible_mitogen/plugins/strategy"
