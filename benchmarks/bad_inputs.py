@@ -1,8 +1,8 @@
 """Bad cluster inputs, refused before any change: each case is one wrong value a user could give (issue 27's list
-and the rules of plugins/module_utils/_inputs.py), run through the run's inputs preflight (playbooks/preflight.yml,
-which site.yml runs first and which changes nothing) on the demo inventory. A case is *refused before any change*
-when the preflight fails and its message names the variable; the rest are refused later, by a role's own preflight
-after earlier layers changed the cluster, or not at all - both listed, so the plan-first run (issue 28) has its list.
+and the rules of plugins/module_utils/_inputs.py), run through the run's inputs preflight and plan
+(playbooks/preflight.yml as site.yml imports it, with _gpuops_plan; it changes nothing) on the demo inventory. A case
+is *refused before any change* when the preflight fails and its message names the variable; the rest are refused
+later, by a role's own preflight after earlier layers changed the cluster, or not at all - both listed.
 
     PYTHONPATH=hack .venv/bin/python benchmarks/bad_inputs.py [--only ID,ID] [--jobs 2]
 
@@ -30,6 +30,7 @@ MON = {"gpuops_monitoring_managed": True}
 SRIOV = {"gpuops_sriov_network_operator_managed": True, "network_operator_mode": "rdma_shared"}
 SMOKE = {"gpuops_smoke_tests_managed": True}
 TEAM = {"name": "t", "namespaces": ["t"], "quotas": [{"flavor": "f", "resources": {"nvidia.com/gpu": 1}}]}
+FLAVOR_X = {"kueue_flavors": [{"name": "x"}]}  # a flavor known before the GPU Operator labelled any node
 
 # (id, extra vars, the variable the refusal must name)
 CASES: list[tuple[str, dict[str, Any], str]] = [
@@ -162,6 +163,48 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("monitoring-prometheus-url", {**MON, "monitoring_prometheus_url": "prometheus:9090"}, "monitoring_prometheus_url"),
     ("monitoring-threshold-typo", {**MON, "monitoring_alert_thresholds": {"xid_fr": "5m"}}, "xid_fr"),
     ("monitoring-threshold-hot", {**MON, "monitoring_alert_thresholds": {"gpu_temp_celsius": "hot"}}, "hot"),
+    # the plan: charts published, the rules that read the cluster (issue 28 §0)
+    ("gpu-operator-chart-not-published", {"gpu_operator_chart_version": "v99.0.0"}, "gpu_operator_chart_version"),
+    ("nfd-chart-not-published", {"nfd_chart_version": "0.99.0"}, "nfd_chart_version"),
+    (
+        "kueue-lending-above-nominal",
+        {
+            **FLAVOR_X,
+            "kueue_teams": [
+                {
+                    **TEAM,
+                    "cohort": "all",
+                    "quotas": [{"flavor": "x", "resources": {"cpu": {"nominal": 2, "lending_limit": 4}}}],
+                }
+            ],
+        },
+        "lending_limit",
+    ),
+    (
+        "kueue-borrowing-without-cohort",
+        {
+            **FLAVOR_X,
+            "kueue_teams": [
+                {**TEAM, "quotas": [{"flavor": "x", "resources": {"cpu": {"nominal": 2, "borrowing_limit": 1}}}]}
+            ],
+        },
+        "cohort",
+    ),
+    (
+        "kueue-quota-not-a-quantity",
+        {**FLAVOR_X, "kueue_teams": [{**TEAM, "quotas": [{"flavor": "x", "resources": {"cpu": "16x"}}]}]},
+        "16x",
+    ),
+    (
+        "kueue-preemption-invalid",
+        {"kueue_teams": [{**TEAM, "preemption": {"within_cluster_queue": "Sometimes"}}]},
+        "preemption",
+    ),
+    (
+        "volcano-capability-negative",
+        {**VOLCANO, "volcano_queues": [{"name": "q", "capability": {"nvidia.com/gpu": -2}}]},
+        "capability",
+    ),
     # smoke tests
     ("smoke-timeout-negative", {**SMOKE, "smoke_tests_timeout": -1}, "smoke_tests_timeout"),
     ("smoke-variable-typo", {**SMOKE, "smoke_tests_imgae": "x"}, "smoke_tests_imgae"),
@@ -174,7 +217,17 @@ def run_case(case: tuple[str, dict[str, Any], str], tmp: Path) -> dict[str, Any]
     path.write_text(json.dumps(extra))
     t0 = time.monotonic()
     proc = subprocess.run(
-        ["ansible-playbook", "playbooks/preflight.yml", "-i", "inventories/local", "-e", f"@{path}"],
+        # as site.yml imports it: with the plan of the roles the run applies (charts, rules that read the cluster)
+        [
+            "ansible-playbook",
+            "playbooks/preflight.yml",
+            "-i",
+            "inventories/local",
+            "-e",
+            "_gpuops_plan=true",
+            "-e",
+            f"@{path}",
+        ],
         cwd=REPO,
         env=ansible_env(),
         capture_output=True,
