@@ -52,7 +52,7 @@ class _StandInConfigException(Exception):  # noqa: N818
     pass
 
 
-def __getattr__(name: str) -> type[Exception]:
+def __getattr__(name: str) -> Any:
     """``ApiException`` and ``ConfigException`` of the kubernetes client, imported on first use (importing
     any part of the client loads all of it)."""
     if name not in ("ApiException", "ConfigException"):
@@ -361,7 +361,7 @@ class Reader:
     def daemonsets(self, namespace: str) -> list[dict[str, Any]]:
         return self._items(f"daemonsets in namespace {namespace}", f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
 
-    def core(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]] | None:
+    def core(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """Objects of the core API group (``v1``), cluster-wide or in ``namespace``."""
         if namespace is None:
             return self._items(plural, f"/api/v1/{plural}")
