@@ -89,7 +89,7 @@ class ActionModule(ActionBase):
         )
         return action.run(task_vars=task_vars)
 
-    def run(self, tmp=None, task_vars=None):
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)

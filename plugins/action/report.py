@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -17,7 +19,7 @@ ARGUMENT_SPEC = {
 }
 
 
-def report_lines(text, title=None):
+def report_lines(text: str | None, title: str | None = None) -> list[str]:
     """The lines to print: the title, then each line of ``text`` without trailing whitespace."""
     lines = [title] if title else []
     lines += [line.rstrip() for line in (text or "").splitlines()]
@@ -28,7 +30,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         lines = report_lines(args["text"], args.get("title"))

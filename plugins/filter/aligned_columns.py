@@ -35,11 +35,14 @@ _value:
   type: str
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _table  # noqa: E402
 
 
-def aligned_columns(rows):
+def aligned_columns(rows: Any) -> str:
     if not isinstance(rows, list) or not all(isinstance(r, list | tuple) for r in rows):
         raise AnsibleFilterError("aligned_columns expects a list of rows, each a list of cells")
     try:
@@ -49,5 +52,5 @@ def aligned_columns(rows):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"aligned_columns": aligned_columns}

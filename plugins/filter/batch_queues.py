@@ -62,7 +62,8 @@ _value:
   type: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _volcano  # noqa: E402
@@ -70,7 +71,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _volc
 _SCHEDULERS = ("volcano", "kai_scheduler")
 
 
-def batch_queues(variables, scheduler, nodes=None, crds=None, sharing_pools=None):
+def batch_queues(
+    variables: Any, scheduler: Any, nodes: Any = None, crds: Any = None, sharing_pools: Any = None
+) -> dict[str, Any]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("batch_queues expects the role's variables as a dict")
     if scheduler not in _SCHEDULERS:
@@ -85,5 +88,5 @@ def batch_queues(variables, scheduler, nodes=None, crds=None, sharing_pools=None
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"batch_queues": batch_queues}

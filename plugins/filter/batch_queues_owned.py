@@ -60,7 +60,8 @@ _value:
   elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _volcano  # noqa: E402
@@ -68,7 +69,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _volc
 _RULES = {"volcano": _volcano, "kai_scheduler": _kai}
 
 
-def batch_queues_owned(wanted, live, scheduler, check="prune", force=False):
+def batch_queues_owned(
+    wanted: Any, live: Any, scheduler: Any, check: str = "prune", force: bool = False
+) -> list[dict[str, Any]]:
     for name, value in (("input", wanted), ("live", live)):
         if not isinstance(value, list) or not all(isinstance(o, Mapping) for o in value):
             raise AnsibleFilterError(f"batch_queues_owned expects {name} as a list of objects")
@@ -85,5 +88,5 @@ def batch_queues_owned(wanted, live, scheduler, check="prune", force=False):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"batch_queues_owned": batch_queues_owned}

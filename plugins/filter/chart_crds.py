@@ -39,11 +39,14 @@ _value:
   elements: str
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
 from ansible_collections.gpuops.platform.plugins.module_utils._helm_release import chart_crd_files  # noqa: E402
 
 
-def chart_crds(chart_dir, values=None):
+def chart_crds(chart_dir: Any, values: Any = None) -> list[str]:
     try:
         return chart_crd_files(str(chart_dir), values or {})
     except (OSError, ValueError) as exc:
@@ -51,5 +54,5 @@ def chart_crds(chart_dir, values=None):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"chart_crds": chart_crds}

@@ -34,11 +34,14 @@ _value:
   type: dict
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
 from ansible_collections.gpuops.platform.plugins.module_utils._chart_refs import known_values  # noqa: E402
 
 
-def chart_values(chart_dir):
+def chart_values(chart_dir: Any) -> dict[str, Any]:
     try:
         return known_values(str(chart_dir))
     except (OSError, ValueError) as exc:
@@ -46,5 +49,5 @@ def chart_values(chart_dir):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"chart_values": chart_values}

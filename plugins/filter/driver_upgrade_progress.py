@@ -93,11 +93,20 @@ _value:
       elements: dict
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _upgrade  # noqa: E402
 
 
-def driver_upgrade_progress(nodes, driver_nodes=None, namespace="gpu-operator", driver_pods=None, driver_version=""):
+def driver_upgrade_progress(
+    nodes: Any,
+    driver_nodes: Any = None,
+    namespace: str = "gpu-operator",
+    driver_pods: Any = None,
+    driver_version: str = "",
+) -> dict[str, Any]:
     if not isinstance(nodes, list):
         raise AnsibleFilterError("driver_upgrade_progress expects the Node objects (a list)")
     if driver_nodes is not None and not isinstance(driver_nodes, list):
@@ -108,5 +117,5 @@ def driver_upgrade_progress(nodes, driver_nodes=None, namespace="gpu-operator", 
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"driver_upgrade_progress": driver_upgrade_progress}

@@ -78,13 +78,20 @@ _value:
   type: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts  # noqa: E402
 
 
-def gpu_alert_rules(thresholds, name="gpuops-gpu-alerts", namespace="monitoring", labels=None, variable="thresholds"):
+def gpu_alert_rules(
+    thresholds: Any,
+    name: str = "gpuops-gpu-alerts",
+    namespace: str = "monitoring",
+    labels: Any = None,
+    variable: str = "thresholds",
+) -> dict[str, Any]:
     if thresholds is not None and not isinstance(thresholds, Mapping):
         raise AnsibleFilterError("gpu_alert_rules expects the thresholds as a dict ({} for the defaults)")
     thresholds = dict(thresholds or {})
@@ -112,5 +119,5 @@ def gpu_alert_rules(thresholds, name="gpuops-gpu-alerts", namespace="monitoring"
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"gpu_alert_rules": gpu_alert_rules}

@@ -56,11 +56,21 @@ _value:
   elements: dict
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _inputs  # noqa: E402
 
 
-def helm_release_findings(values, name=None, namespace=None, schema=None, chart="the chart", variables=None):
+def helm_release_findings(
+    values: Any,
+    name: Any = None,
+    namespace: Any = None,
+    schema: Any = None,
+    chart: str = "the chart",
+    variables: Any = None,
+) -> list[dict[str, Any]]:
     if values is not None and not isinstance(values, dict):
         raise AnsibleFilterError(
             f"helm_release_findings expects the user values as a mapping, got {type(values).__name__}"
@@ -78,5 +88,5 @@ def helm_release_findings(values, name=None, namespace=None, schema=None, chart=
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"helm_release_findings": helm_release_findings}

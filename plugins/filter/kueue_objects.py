@@ -56,13 +56,14 @@ _value:
   type: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _kueue  # noqa: E402
 
 
-def kueue_objects(variables, nodes, crds=None, check_mode=False):
+def kueue_objects(variables: Any, nodes: Any, crds: Any = None, check_mode: bool = False) -> dict[str, Any]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("kueue_objects expects the role's variables as a dict")
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
@@ -73,5 +74,5 @@ def kueue_objects(variables, nodes, crds=None, check_mode=False):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"kueue_objects": kueue_objects}

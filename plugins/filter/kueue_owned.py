@@ -57,13 +57,14 @@ _value:
   elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _kueue  # noqa: E402
 
 
-def kueue_owned(wanted, live, check="prune", force=False):
+def kueue_owned(wanted: Any, live: Any, check: str = "prune", force: bool = False) -> list[dict[str, Any]]:
     for name, value in (("input", wanted), ("live", live)):
         if not isinstance(value, list) or not all(isinstance(o, Mapping) for o in value):
             raise AnsibleFilterError(f"kueue_owned expects {name} as a list of objects")
@@ -77,5 +78,5 @@ def kueue_owned(wanted, live, check="prune", force=False):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"kueue_owned": kueue_owned}

@@ -57,11 +57,16 @@ _value:
   elements: dict
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _owned  # noqa: E402
 
 
-def labels_set_by(objs, field_manager, keys=None, kind="Node", api_version="v1"):
+def labels_set_by(
+    objs: Any, field_manager: Any, keys: Any = None, kind: str = "Node", api_version: str = "v1"
+) -> list[dict[str, Any]]:
     if not isinstance(objs, list) or not all(isinstance(o, dict) for o in objs):
         raise AnsibleFilterError("labels_set_by expects a list of objects")
     if not isinstance(field_manager, str) or not field_manager:
@@ -79,5 +84,5 @@ def labels_set_by(objs, field_manager, keys=None, kind="Node", api_version="v1")
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"labels_set_by": labels_set_by}

@@ -49,11 +49,14 @@ _value:
   elements: str
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release  # noqa: E402
 
 
-def landing_differences(want, live, paths):
+def landing_differences(want: Any, live: Any, paths: Any) -> list[str]:
     if not isinstance(paths, list) or not all(isinstance(p, list) for p in paths):
         raise AnsibleFilterError(
             "landing_differences expects paths as a list of key lists, for example [['mig', 'strategy']]"
@@ -62,5 +65,5 @@ def landing_differences(want, live, paths):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"landing_differences": landing_differences}

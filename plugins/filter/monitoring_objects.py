@@ -66,20 +66,21 @@ _value:
   type: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring  # noqa: E402
 
 
 def monitoring_objects(
-    variables,
-    prometheuses=None,
-    namespace_labels=None,
-    cluster_policy=None,
-    network_namespace_found=None,
-    check_mode=False,
-):
+    variables: Any,
+    prometheuses: Any = None,
+    namespace_labels: Any = None,
+    cluster_policy: Any = None,
+    network_namespace_found: Any = None,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("monitoring_objects expects the role's variables as a dict")
     prometheuses = prometheuses or []
@@ -101,5 +102,5 @@ def monitoring_objects(
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"monitoring_objects": monitoring_objects}

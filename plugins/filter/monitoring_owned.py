@@ -47,18 +47,19 @@ _value:
   elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring, _owned  # noqa: E402
 
 
-def _objects(name, value):
+def _objects(name: str, value: Any) -> None:
     if not isinstance(value, list) or not all(isinstance(o, Mapping) for o in value):
         raise AnsibleFilterError(f"monitoring_owned expects {name} as a list of objects")
 
 
-def monitoring_owned(wanted, live, check="prune"):
+def monitoring_owned(wanted: Any, live: Any, check: str = "prune") -> list[dict[str, Any]]:
     _objects("input", wanted)
     _objects("live", live)
     if check == "prune":
@@ -75,5 +76,5 @@ def monitoring_owned(wanted, live, check="prune"):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"monitoring_owned": monitoring_owned}

@@ -34,18 +34,19 @@ _value:
   type: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring  # noqa: E402
 
 
-def monitoring_service(variables):
+def monitoring_service(variables: Any) -> dict[str, str]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("monitoring_service expects the monitoring role's variables as a dict")
     return _monitoring.prometheus_service(variables)
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"monitoring_service": monitoring_service}

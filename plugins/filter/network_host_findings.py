@@ -53,13 +53,14 @@ _value:
   elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
 
 
-def network_host_findings(variables, hosts, gpu_operator=None):
+def network_host_findings(variables: Any, hosts: Any, gpu_operator: Any = None) -> list[dict[str, Any]]:
     if not isinstance(variables, Mapping) or not isinstance(hosts, Mapping):
         raise AnsibleFilterError(
             "network_host_findings expects the network_operator_* variables and the hosts' gpuops_host facts as dicts"
@@ -78,5 +79,5 @@ def network_host_findings(variables, hosts, gpu_operator=None):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"network_host_findings": network_host_findings}

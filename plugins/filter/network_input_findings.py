@@ -39,13 +39,14 @@ _value:
   elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
 
 
-def network_input_findings(variables):
+def network_input_findings(variables: Any) -> list[dict[str, Any]]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError(
             f"network_input_findings expects a dict of network_operator_* variables, got {type(variables).__name__}"
@@ -54,5 +55,5 @@ def network_input_findings(variables):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"network_input_findings": network_input_findings}

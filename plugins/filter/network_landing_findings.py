@@ -45,13 +45,14 @@ _value:
   elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _network_owned  # noqa: E402
 
 
-def network_landing_findings(wanted, live):
+def network_landing_findings(wanted: Any, live: Any) -> list[dict[str, Any]]:
     for name, value in (("input", wanted), ("live", live)):
         if not isinstance(value, list) or not all(isinstance(o, Mapping) for o in value):
             raise AnsibleFilterError(f"network_landing_findings expects {name} as a list of objects")
@@ -59,5 +60,5 @@ def network_landing_findings(wanted, live):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"network_landing_findings": network_landing_findings}

@@ -61,13 +61,14 @@ _value:
       elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _network, _network_owned  # noqa: E402
 
 
-def network_operator_objects(variables):
+def network_operator_objects(variables: Any) -> dict[str, Any]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError(
             f"network_operator_objects expects a dict of network_operator_* variables, got {type(variables).__name__}"
@@ -86,5 +87,5 @@ def network_operator_objects(variables):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"network_operator_objects": network_operator_objects}

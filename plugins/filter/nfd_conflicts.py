@@ -42,16 +42,19 @@ _value:
   elements: dict
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
 from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_rules  # noqa: E402
 
 
-def nfd_conflicts(workers, namespace):
+def nfd_conflicts(workers: Any, namespace: Any) -> list[dict[str, Any]]:
     if not isinstance(workers, list):
         raise AnsibleFilterError(f"nfd_conflicts expects a list of DaemonSets, got {type(workers).__name__}")
     return _cluster_rules.second_nfd(workers, namespace)
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"nfd_conflicts": nfd_conflicts}

@@ -53,11 +53,14 @@ _value:
   elements: str
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _owned  # noqa: E402
 
 
-def pods_started_before(config_map, pods, field_manager):
+def pods_started_before(config_map: Any, pods: Any, field_manager: Any) -> list[str]:
     if config_map is not None and not isinstance(config_map, dict):
         raise AnsibleFilterError("pods_started_before expects the ConfigMap (a dict) or null")
     if not isinstance(pods, list) or not isinstance(field_manager, str) or not field_manager:
@@ -66,5 +69,5 @@ def pods_started_before(config_map, pods, field_manager):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"pods_started_before": pods_started_before}

@@ -45,13 +45,14 @@ _value:
   elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _sharing  # noqa: E402
 
 
-def sharing_input_findings(variables, groups=None):
+def sharing_input_findings(variables: Any, groups: Any = None) -> list[dict[str, Any]]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("sharing_input_findings expects the gpu_sharing_* variables as a dict")
     if groups is not None and not isinstance(groups, Mapping):
@@ -63,5 +64,5 @@ def sharing_input_findings(variables, groups=None):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"sharing_input_findings": sharing_input_findings}

@@ -77,7 +77,8 @@ _value:
   type: dict
 """
 
-from collections.abc import Mapping  # noqa: E402
+from collections.abc import Callable, Mapping  # noqa: E402
+from typing import Any  # noqa: E402
 
 import yaml  # noqa: E402
 from ansible.errors import AnsibleFilterError  # noqa: E402
@@ -90,15 +91,15 @@ from ansible_collections.gpuops.platform.plugins.module_utils._plain import plai
 
 
 def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-arguments,too-many-locals
-    variables,
-    nodes,
-    groups=None,
-    host_facts=None,
-    kubernetes_version="",
-    served_versions=None,
-    pods=None,
-    allow_mig_change=False,
-):
+    variables: Any,
+    nodes: Any,
+    groups: Any = None,
+    host_facts: Any = None,
+    kubernetes_version: str = "",
+    served_versions: Any = None,
+    pods: Any = None,
+    allow_mig_change: bool = False,
+) -> dict[str, Any]:
     if not isinstance(variables, Mapping) or not isinstance(nodes, list):
         raise AnsibleFilterError("sharing_plan expects the gpu_sharing_* variables (dict) and the nodes (list)")
     pools = list(variables.get(_sharing.VAR_POOLS) or [])
@@ -106,8 +107,8 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
     # plain: the variables' values are Ansible's tagged types, which safe_dump does not represent
     mig_configs = plain(variables.get(_sharing.VAR_MIG_CONFIGS) or {})
     groups = groups or {}
-    by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
-    member_input = {
+    by_name: dict[Any, Any] = {(n.get("metadata") or {}).get("name"): n for n in nodes}
+    member_input: dict[Any, dict[str, Any]] = {
         name: {
             "labels": (n.get("metadata") or {}).get("labels") or {},
             "groups": [g for g, hosts in groups.items() if name in (hosts or ())],
@@ -157,5 +158,5 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"sharing_plan": sharing_plan}

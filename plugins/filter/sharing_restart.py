@@ -55,11 +55,14 @@ _value:
   type: dict
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_status  # noqa: E402
 
 
-def sharing_restart(config_map, configs, nodes, label_patches, pods):
+def sharing_restart(config_map: Any, configs: Any, nodes: Any, label_patches: Any, pods: Any) -> dict[str, Any]:
     if not isinstance(configs, dict):
         raise AnsibleFilterError("sharing_restart expects the ConfigMap entries (dict)")
     if not isinstance(nodes, list) or not isinstance(label_patches, list) or not isinstance(pods, list):
@@ -68,5 +71,5 @@ def sharing_restart(config_map, configs, nodes, label_patches, pods):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"sharing_restart": sharing_restart}

@@ -56,13 +56,14 @@ _value:
   type: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _smoke  # noqa: E402
 
 
-def smoke_plan(variables, nodes, status_nodes=None):
+def smoke_plan(variables: Any, nodes: Any, status_nodes: Any = None) -> dict[str, Any]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("smoke_plan expects the role's variables as a dict")
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
@@ -71,5 +72,5 @@ def smoke_plan(variables, nodes, status_nodes=None):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"smoke_plan": smoke_plan}

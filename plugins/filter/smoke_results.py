@@ -60,13 +60,16 @@ _value:
   type: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _smoke  # noqa: E402
 
 
-def smoke_results(built, pods, logs=None, final=False, timestamp="", phase=None):
+def smoke_results(
+    built: Any, pods: Any, logs: Any = None, final: bool = False, timestamp: str = "", phase: Any = None
+) -> dict[str, Any]:
     if not isinstance(built, Mapping) or "tests" not in built:
         raise AnsibleFilterError("smoke_results expects the plan of gpuops.platform.smoke_plan")
     if not isinstance(pods, list) or not all(isinstance(p, Mapping) for p in pods):
@@ -79,5 +82,5 @@ def smoke_results(built, pods, logs=None, final=False, timestamp="", phase=None)
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"smoke_results": smoke_results}

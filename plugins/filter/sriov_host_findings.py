@@ -45,13 +45,14 @@ _value:
   elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy  # noqa: E402
 
 
-def sriov_host_findings(variables, hosts):
+def sriov_host_findings(variables: Any, hosts: Any) -> list[dict[str, Any]]:
     if not isinstance(variables, Mapping) or not isinstance(hosts, Mapping):
         raise AnsibleFilterError(
             "sriov_host_findings expects the sriov_network_operator_* variables and the hosts as dicts"
@@ -62,5 +63,5 @@ def sriov_host_findings(variables, hosts):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"sriov_host_findings": sriov_host_findings}

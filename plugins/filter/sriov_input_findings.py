@@ -41,7 +41,8 @@ _value:
   elements: dict
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy  # noqa: E402
@@ -49,7 +50,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_poli
 PREFIX = "sriov_network_operator_"
 
 
-def sriov_input_findings(variables, bundled_enabled=False):
+def sriov_input_findings(variables: Any, bundled_enabled: bool = False) -> list[dict[str, Any]]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("sriov_input_findings expects the sriov_network_operator_* variables as a dict")
     return _sriov_policy.policy_input_findings(
@@ -63,5 +64,5 @@ def sriov_input_findings(variables, bundled_enabled=False):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"sriov_input_findings": sriov_input_findings}

@@ -55,7 +55,8 @@ _value:
       elements: str
 """
 
-from collections.abc import Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from collections.abc import Callable, Mapping  # noqa: E402 - after the documentation, as ansible-test expects
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy  # noqa: E402
@@ -64,7 +65,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._errors import Inv
 PREFIX = "sriov_network_operator_"
 
 
-def sriov_network_operator_objects(variables):
+def sriov_network_operator_objects(variables: Any) -> dict[str, Any]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError(
             f"sriov_network_operator_objects expects a dict of sriov_network_operator_* variables, got "
@@ -91,5 +92,5 @@ def sriov_network_operator_objects(variables):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"sriov_network_operator_objects": sriov_network_operator_objects}

@@ -39,10 +39,13 @@ _value:
   elements: str
 """
 
+from collections.abc import Callable, Mapping  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
 
 
-def _walk(user, chart, prefix, out):
+def _walk(user: Mapping[str, Any], chart: Mapping[str, Any], prefix: str, out: list[str]) -> list[str]:
     for key, value in user.items():
         path = f"{prefix}{key}"
         if key not in chart:
@@ -52,12 +55,12 @@ def _walk(user, chart, prefix, out):
     return out
 
 
-def unknown_keys(user_values, chart_values):
+def unknown_keys(user_values: Any, chart_values: Any) -> list[str]:
     if not isinstance(user_values, dict) or not isinstance(chart_values, dict):
         raise AnsibleFilterError("unknown_keys expects two mappings (user values, chart values)")
     return sorted(_walk(user_values, chart_values, "", []))
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"unknown_keys": unknown_keys}

@@ -102,22 +102,25 @@ _value:
       type: int
 """
 
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _upgrade  # noqa: E402
 
 
 def upgrade_plan(
-    current,
-    target,
-    kubernetes_version,
-    driver_version="",
-    current_driver="",
-    network_operator_version="",
-    rdma=False,
-    release="gpu-operator",
-    namespace="gpu-operator",
-    doca_driver="",
-):
+    current: Any,
+    target: Any,
+    kubernetes_version: Any,
+    driver_version: str = "",
+    current_driver: str = "",
+    network_operator_version: str = "",
+    rdma: bool = False,
+    release: str = "gpu-operator",
+    namespace: str = "gpu-operator",
+    doca_driver: str = "",
+) -> dict[str, Any]:
     if current is not None and not isinstance(current, str):
         raise AnsibleFilterError("upgrade_plan expects the installed chart version (a string) or null")
     if not isinstance(target, str) or not target:
@@ -137,5 +140,5 @@ def upgrade_plan(
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"upgrade_plan": upgrade_plan}

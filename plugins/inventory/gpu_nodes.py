@@ -121,6 +121,8 @@ cache_timeout: 300
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+from typing import Any  # noqa: E402
 
 import yaml  # noqa: E402
 from ansible.errors import AnsibleParserError  # noqa: E402
@@ -136,11 +138,11 @@ _FIX = (
 )
 
 
-def _fail(message):
+def _fail(message: str) -> AnsibleParserError:
     return AnsibleParserError(f"{InventoryModule.NAME}: {message}. {_FIX}")
 
 
-def _entry(entries, name, kind):
+def _entry(entries: Any, name: str | None, kind: str) -> dict[str, Any] | None:
     """The `kind` mapping of the first kubeconfig entry named `name` (kubectl's merge: the first one wins)."""
     for entry in entries:
         if entry.get("name") == name:
@@ -148,11 +150,12 @@ def _entry(entries, name, kind):
     return None
 
 
-def cluster_of(params):
+def cluster_of(params: Mapping[str, Any]) -> tuple[Any, Any, str]:
     """(server, context, words naming them) of the connection the options describe, read from the options and the
     kubeconfig without contacting the cluster: the cache key, and the words that name the cluster in errors. A
     kubeconfig that is missing or unreadable, or lacks the context or its cluster, is an AnsibleParserError naming
     the file and the option: the connection would fail as well, and a cached inventory must not answer for it."""
+    server: Any
     kubeconfig, context, host = params.get("kubeconfig"), params.get("context"), params.get("host")
     if host and not kubeconfig and not context:
         return host, None, host
@@ -201,16 +204,16 @@ def cluster_of(params):
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     NAME = "gpuops.platform.gpu_nodes"
 
-    def verify_file(self, path):
+    def verify_file(self, path: str) -> bool:
         return super().verify_file(path) and path.endswith(("gpu_nodes.yml", "gpu_nodes.yaml"))
 
-    def _read_nodes(self, params):
+    def _read_nodes(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The hosts, from the cluster's lists (three or four GETs)."""
         selector = _cluster_status.parse_selector(self.get_option("node_selector"))
         raw = _node_inventory.collect(_k8s.new_reader(params), self.get_option("operator_namespace"))
         return _node_inventory.hosts(raw, selector, self.get_option("address_type"))
 
-    def parse(self, inventory, loader, path, cache=True):
+    def parse(self, inventory: Any, loader: Any, path: str, cache: bool = True) -> None:
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
         params = {k: self.get_option(k) for k in _AUTH}

@@ -38,6 +38,7 @@ import getpass  # noqa: E402 - after the documentation, as ansible-test expects
 import os  # noqa: E402
 import socket  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
+from typing import Any  # noqa: E402
 
 from ansible.plugins.lookup import LookupBase  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._helm_release import run_holder  # noqa: E402
@@ -57,7 +58,7 @@ def process_started(pid: int, proc: str = "/proc") -> datetime | None:
 
 
 class LookupModule(LookupBase):
-    def run(self, terms, variables=None, **kwargs):
+    def run(self, terms: list[Any], variables: dict[str, Any] | None = None, **kwargs: Any) -> list[str]:
         pid = os.getppid()  # this runs in a worker forked from the ansible-playbook process
         try:
             user = getpass.getuser()

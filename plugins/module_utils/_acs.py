@@ -11,6 +11,8 @@ what ``setpci -s <addr> ECAP_ACS+0x6.w=<value>`` does, and a boot-time unit that
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _hostfacts, _pci, _pending
 from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker, file_diff
@@ -33,7 +35,7 @@ UNIT_PATH = "/etc/systemd/system/" + UNIT_NAME
 PENDING = "pcie-acs-daemon-reload"
 
 
-def read_acs(fs, address):
+def read_acs(fs: Any, address: str) -> dict[str, Any]:
     """{address, offset, capability, control}; Unsupported without the capability, HostStateError when the
     extended config space cannot be read."""
     cfg = _pci.read_config(fs, address)
@@ -53,11 +55,11 @@ def read_acs(fs, address):
     return {"address": address, "offset": regs[0], "capability": regs[1], "control": regs[2]}
 
 
-def desired_control(state, capability):
+def desired_control(state: str, capability: int) -> int:
     return 0 if state == "disabled" else capability & KERNEL_ENABLE_MASK
 
 
-def default_targets(fs):
+def default_targets(fs: Any) -> list[str]:
     """Bridges/switch ports with ACS on the path of every GPU and RDMA NIC."""
     inv = _hostfacts.pci_inventory(fs)
     endpoints = [d["address"] for d in inv["accelerators"]]
@@ -71,7 +73,7 @@ def default_targets(fs):
     return targets
 
 
-def write_control(fs, address, offset, value):
+def write_control(fs: Any, address: str, offset: int, value: int) -> None:
     path = _pci.device_path(address) + "/config"
     try:
         fs.pwrite(path, offset + 6, struct.pack("<H", value))
@@ -83,7 +85,7 @@ def write_control(fs, address, offset, value):
         ) from exc
 
 
-def render_unit(setpci, entries, state):
+def render_unit(setpci: str, entries: Sequence[tuple[str, int]], state: str) -> str:
     lines = [
         "# Managed by gpuops.platform.pcie_acs: ACS Control resets at reboot; this re-applies it.",
         "[Unit]",
@@ -100,7 +102,7 @@ def render_unit(setpci, entries, state):
     return "\n".join(lines)
 
 
-def run(ctx):
+def run(ctx: Any) -> dict[str, Any]:
     fs, runner, state = ctx.fs, ctx.runner, ctx.params["state"]
     given = _given_devices(fs, ctx.params["devices"] or [])  # address -> the option item that named it
     addresses = sorted(given) if given else default_targets(fs)
@@ -156,10 +158,10 @@ def run(ctx):
     return result
 
 
-def _given_devices(fs, devices):
+def _given_devices(fs: Any, devices: Sequence[Any]) -> dict[str, str]:
     """O(devices) normalized and checked: {address: 'devices[i]'} (the first item naming it); an error names the
     item (``devices[1]: malformed PCI address ...``)."""
-    given = {}
+    given: dict[str, str] = {}
     for i, text in enumerate(devices):
         try:
             address = _pci.require_device(fs, text)
@@ -169,7 +171,7 @@ def _given_devices(fs, devices):
     return given
 
 
-def _write_and_verify(fs, dev):
+def _write_and_verify(fs: Any, dev: Mapping[str, Any]) -> None:
     offset, want = int(dev["acs_offset"], 16), int(dev["after"], 16)
     write_control(fs, dev["address"], offset, want)
     got = _pci.acs_registers(_pci.read_config(fs, dev["address"]))
@@ -183,7 +185,7 @@ def _write_and_verify(fs, dev):
         )
 
 
-def _unit_plan(fs, runner, state, entries):
+def _unit_plan(fs: Any, runner: Any, state: str, entries: Sequence[tuple[str, int]]) -> dict[str, Any]:
     """What persist=true does: the unit file, the reload, the enable. Everything it needs is checked here, before
     run() writes any register or file: a host where the unit cannot be installed fails with nothing changed."""
     systemd = Systemd(runner)
@@ -225,7 +227,7 @@ def _unit_plan(fs, runner, state, entries):
     }
 
 
-def _unit_apply(ctx, unit):
+def _unit_apply(ctx: Any, unit: Mapping[str, Any]) -> None:
     fs, systemd = ctx.fs, unit["systemd"]
     if unit["write"]:
         if not ctx.check_mode:

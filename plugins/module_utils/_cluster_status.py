@@ -12,6 +12,8 @@ module result (``result``). The diagnosis rules live in ``_diagnosis``."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from ansible_collections.gpuops.platform.plugins.module_utils import (
     _diag_batch,
@@ -53,7 +55,9 @@ _GPU_RESOURCE = re.compile(r"^(nvidia\.com/gpu(\.shared)?|nvidia\.com/mig-.+|amd
 
 
 # -- collection: the only function that talks to the API server ---------------------------------------------
-def collect(reader, operator_namespace, amd_namespace, network=None):
+def collect(
+    reader: Any, operator_namespace: str, amd_namespace: str, network: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """List everything the view needs: nodes, pods and DaemonSets of the operator namespace, pods of the AMD
     namespace, ClusterPolicies and DeviceConfigs. Six requests (five when both namespaces are the same),
     whatever the number of nodes; with ``network`` (``_network_status.settings``) four more."""
@@ -70,7 +74,7 @@ def collect(reader, operator_namespace, amd_namespace, network=None):
     return raw
 
 
-def collect_sharing(reader, raw, operator_namespace):
+def collect_sharing(reader: Any, raw: Mapping[str, Any], operator_namespace: str) -> dict[str, Any]:
     """For the SHARING column: the NVIDIA DRA driver's ResourceSlices (none when ``resource.k8s.io/v1`` is not
     served) and, when the reconciled ClusterPolicy names a device-plugin ConfigMap, the ConfigMaps of
     ``operator_namespace``. One or two list requests."""
@@ -81,7 +85,7 @@ def collect_sharing(reader, raw, operator_namespace):
     return out
 
 
-def gather(reader, params, waiter=None):
+def gather(reader: Any, params: Mapping[str, Any], waiter: Any = None) -> dict[str, Any]:
     """collect + build_view (+ wait, when ``params['wait']`` is set: collect again until the objects and
     nodes it names are ready or ``waiter`` gives up) + diagnose: the module result (without ``changed``).
     With a wait the result has ``wait`` (ready, waited, elapsed, probes, not_ready)."""
@@ -90,7 +94,7 @@ def gather(reader, params, waiter=None):
     targets = wait_targets(wait, params) if wait else []
     waiter = waiter or _readiness.NullWaiter()
 
-    def probe():
+    def probe() -> tuple[dict[str, Any], list[_readiness.NotReady]]:
         raw = collect(reader, params["operator_namespace"], params["amd_namespace"], _network_status.settings(params))
         if params.get("sharing"):
             raw.update(collect_sharing(reader, raw, params["operator_namespace"]))
@@ -128,11 +132,11 @@ def gather(reader, params, waiter=None):
 
 
 # -- waiting for objects and nodes (predicates in _readiness) ---------------------------------------------
-def _labels_of(obj):
+def _labels_of(obj: Mapping[str, Any]) -> dict[str, Any]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def wait_targets(wait, params):
+def wait_targets(wait: Mapping[str, Any], params: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The objects to wait for, namespaces defaulted: DeviceConfig -> amd_namespace, other namespaced kinds
     -> operator_namespace, cluster-scoped kinds -> None."""
     out = []
@@ -158,7 +162,14 @@ def wait_targets(wait, params):
     return out
 
 
-def _listed(reader, raw, params, cache, kind, namespace):
+def _listed(
+    reader: Any,
+    raw: Mapping[str, Any],
+    params: Mapping[str, Any],
+    cache: dict[tuple[str, str | None], Any],
+    kind: str,
+    namespace: str | None,
+) -> list[dict[str, Any]] | None:
     """The objects of ``kind`` in ``namespace``: from the snapshot already listed when it holds them (the
     ClusterPolicy is read once per look), else one list request per (kind, namespace) and look."""
     if kind == "ClusterPolicy":
@@ -173,9 +184,18 @@ def _listed(reader, raw, params, cache, kind, namespace):
     return cache[(kind, namespace)]
 
 
-def not_ready(reader, raw, view, params, targets, nodes=True):
+def not_ready(
+    reader: Any,
+    raw: Mapping[str, Any],
+    view: Mapping[str, Any],
+    params: Mapping[str, Any],
+    targets: Iterable[Mapping[str, Any]],
+    nodes: bool = True,
+) -> list[_readiness.NotReady]:
     """Every wanted object that is missing or not ready, then (``nodes``) every GPU node of the view that is
     not ready, as _readiness.NotReady."""
+    out: list[_readiness.NotReady]
+    cache: dict[tuple[str, str | None], Any]
     out, cache = [], {}
     for t in targets:
         kind, ns, name = t["kind"], t["namespace"], t["name"]
@@ -204,12 +224,15 @@ def not_ready(reader, raw, view, params, targets, nodes=True):
     return out
 
 
-def sriov_not_ready(reader, raw, params, wait):
+def sriov_not_ready(
+    reader: Any, raw: Mapping[str, Any], params: Mapping[str, Any], wait: Mapping[str, Any]
+) -> list[_readiness.NotReady]:
     """What ``wait.sriov_policies`` still waits for: each policy the operator has not written into a
     SriovNetworkNodeState yet, then each node a policy selects without the policy's resource allocatable
     (_sriov_policy.unapplied_policies, expected_resources, node_resource). What ``wait.sriov_policies_removed`` (the
     policies just deleted) waits for: no state's spec names them any more, and no PF they selected still has VFs
     (_sriov_policy.lingering_policies, unreset_pfs). One more list per look, none without policies."""
+    unmet: str | None
     policies = wait.get("sriov_policies") or []
     removed = wait.get("sriov_policies_removed") or []
     if not policies and not removed:
@@ -234,17 +257,19 @@ def sriov_not_ready(reader, raw, params, wait):
         for state in states:
             name = (state.get("metadata") or {}).get("name")
             for unmet in _sriov_policy.unreset_pfs(removed, state, labels.get(name)):
-                out.append(_readiness.NotReady("SriovNetworkNodeState", ns, name, unmet))
+                out.append(_readiness.NotReady("SriovNetworkNodeState", ns, cast(str, name), unmet))
     prefix = wait.get("sriov_resource_prefix") or "openshift.io"
     for node in raw["nodes"]:
         for name in _sriov_policy.expected_resources(policies, node, prefix):
             unmet = _sriov_policy.node_resource(node, name)
             if unmet:
-                out.append(_readiness.NotReady("Node", None, (node.get("metadata") or {}).get("name"), unmet))
+                out.append(
+                    _readiness.NotReady("Node", None, cast(str, (node.get("metadata") or {}).get("name")), unmet)
+                )
     return out
 
 
-def wait_failure_message(outcome, timeout, findings):
+def wait_failure_message(outcome: Any, timeout: float, findings: Iterable[Mapping[str, Any]]) -> str:
     """The objects and conditions not ready, what to do per kind, and the error findings that explain them."""
     kinds = sorted({n.kind for n in outcome.not_ready})
     hints = [f"{k}: {_readiness.KINDS[k].hint}" for k in kinds if k in _readiness.KINDS]
@@ -267,7 +292,9 @@ _EQUALITY = re.compile(rf"^(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE
 _SET = re.compile(rf"^(?P<key>{_KEY})\s+(?P<op>in|notin)\s+\((?P<values>[^()]*)\)\Z")
 
 
-def _split_requirements(text):
+def _split_requirements(text: str) -> list[str]:
+    parts: list[str]
+    cur: list[str]
     parts, depth, cur = [], 0, []
     for ch in text:
         if ch == "(":
@@ -283,7 +310,7 @@ def _split_requirements(text):
     return [p.strip() for p in parts]
 
 
-def parse_selector(text):
+def parse_selector(text: Any) -> list[tuple[str, str, set[str]]] | None:
     """A Kubernetes label selector (``a=b,c!=d,e,!f,g in (x,y),h notin (z)``) as a list of
     (key, operator, values) requirements; None for no selector. InvalidInput when malformed."""
     if text is None or not str(text).strip():
@@ -311,7 +338,7 @@ def parse_selector(text):
     return reqs
 
 
-def selector_matches(reqs, labels):
+def selector_matches(reqs: Iterable[tuple[str, str, set[str]]], labels: Mapping[str, Any]) -> bool:
     for key, op, values in reqs:
         have = key in labels
         value = labels.get(key)
@@ -329,7 +356,7 @@ def selector_matches(reqs, labels):
 
 
 # -- objects -> plain views -------------------------------------------------------------------------------
-def gpu_vendor(labels, allocatable=None):
+def gpu_vendor(labels: Mapping[str, Any], allocatable: Mapping[str, Any] | None = None) -> str | None:
     """'nvidia', 'amd' or None, from the operator/NFD labels or advertised resources."""
     allocatable = allocatable or {}
     if labels.get(GPU_PRESENT) == "true" or any(labels.get(k) == "true" for k in NVIDIA_NFD_LABELS):
@@ -341,22 +368,22 @@ def gpu_vendor(labels, allocatable=None):
     return None
 
 
-def _quantity(value):
+def _quantity(value: Any) -> int | str:
     try:
         return int(str(value))
     except ValueError:
         return str(value)
 
 
-def gpu_resources(resources):
+def gpu_resources(resources: Mapping[str, Any] | None) -> dict[str, int | str]:
     return {k: _quantity(v) for k, v in sorted((resources or {}).items()) if _GPU_RESOURCE.match(k)}
 
 
-def condition(conditions, ctype):
+def condition(conditions: Iterable[Mapping[str, Any]] | None, ctype: str) -> Any:
     return next((c for c in conditions or () if c.get("type") == ctype), None)
 
 
-def pod_node(pod):
+def pod_node(pod: Mapping[str, Any]) -> str | None:
     """The node a pod runs on or, for a DaemonSet pod not yet scheduled, the node its affinity binds it to
     (matchFields metadata.name)."""
     spec = pod.get("spec") or {}
@@ -373,7 +400,7 @@ def pod_node(pod):
     return None
 
 
-def pod_component(pod):
+def pod_component(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """(component, owner kind): the owning DaemonSet's name, else the app label."""
     meta = pod.get("metadata") or {}
     for ref in meta.get("ownerReferences") or ():
@@ -384,16 +411,16 @@ def pod_component(pod):
     return labels.get("app") or labels.get("app.kubernetes.io/name") or meta.get("name"), kind
 
 
-def _waiting(cstatus):
+def _waiting(cstatus: Mapping[str, Any] | None) -> Any:
     return ((cstatus or {}).get("state") or {}).get("waiting")
 
 
-def _terminated_ok(cstatus):
-    term = ((cstatus or {}).get("state") or {}).get("terminated")
+def _terminated_ok(cstatus: Any) -> bool:
+    term: Any = ((cstatus or {}).get("state") or {}).get("terminated")
     return bool(term) and term.get("exitCode") == 0
 
 
-def failing_init_step(pod):
+def failing_init_step(pod: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
     """The first init container not terminated successfully, with its status (None when all are done)."""
     spec_names = [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or ()]
     statuses = {c.get("name"): c for c in (pod.get("status") or {}).get("initContainerStatuses") or ()}
@@ -403,7 +430,7 @@ def failing_init_step(pod):
     return None, None
 
 
-def _describe_container(cstatus):
+def _describe_container(cstatus: Mapping[str, Any] | None) -> str:
     if not cstatus:
         return "not started"
     state = cstatus.get("state") or {}
@@ -421,7 +448,7 @@ def _describe_container(cstatus):
     return "unknown"
 
 
-def pod_view(pod):
+def pod_view(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     component, owner_kind = pod_component(pod)
     phase = status.get("phase") or "Unknown"
@@ -488,7 +515,9 @@ def pod_view(pod):
     }
 
 
-def node_view(node, vendor, tolerations=()):
+def node_view(
+    node: Mapping[str, Any], vendor: str | None, tolerations: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
     meta, status, spec = node.get("metadata") or {}, node.get("status") or {}, node.get("spec") or {}
     labels = meta.get("labels") or {}
     ready = condition(status.get("conditions"), "Ready") or {}
@@ -522,7 +551,7 @@ def node_view(node, vendor, tolerations=()):
     }
 
 
-def daemonset_view(ds):
+def daemonset_view(ds: Mapping[str, Any]) -> dict[str, Any]:
     meta, spec, status = ds.get("metadata") or {}, ds.get("spec") or {}, ds.get("status") or {}
     tmpl = (spec.get("template") or {}).get("spec") or {}
     return {
@@ -536,14 +565,14 @@ def daemonset_view(ds):
     }
 
 
-def _conditions(obj):
+def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
         {k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
         for c in ((obj.get("status") or {}).get("conditions") or ())
     ]
 
 
-def cluster_policies_view(items):
+def cluster_policies_view(items: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     """Installed flag, the items (name, state, conditions, created, active) and the active name: the
     operator reconciles the oldest ClusterPolicy (creationTimestamp, then name) and marks the others ignored."""
     if items is None:
@@ -567,7 +596,7 @@ def cluster_policies_view(items):
     return {"installed": True, "active": active, "objects": out}
 
 
-def device_configs_view(items):
+def device_configs_view(items: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     if items is None:
         return {"installed": False, "objects": []}
     out = []
@@ -589,15 +618,16 @@ def device_configs_view(items):
     return {"installed": True, "objects": out}
 
 
-def _has_labels(labels, pairs):
+def _has_labels(labels: Mapping[str, Any], pairs: Iterable[tuple[str, str]]) -> bool:
     return any(labels.get(k) == v for k, v in pairs)
 
 
-def match_host_facts(host_facts, node_names):
+def match_host_facts(host_facts: Mapping[str, Any] | None, node_names: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """node name -> gpuops_host facts. Keys match a node by name or by short name (first DNS label); a value
     may be the facts themselves or a dict holding them under ``gpuops_host`` (or ``ansible_facts``)."""
     if not host_facts:
         return {}
+    by_short: dict[str, Any]
     by_short = {}
     for key, facts in host_facts.items():
         if isinstance(facts, dict):
@@ -612,7 +642,7 @@ def match_host_facts(host_facts, node_names):
     return out
 
 
-def sharing_of(raw, gpu_nodes):
+def sharing_of(raw: Mapping[str, Any], gpu_nodes: Mapping[Any, dict[str, Any]]) -> None:
     """Set ``sharing`` (``_sharing_node.node_sharing``) on the NVIDIA nodes of ``gpu_nodes``."""
     name, default = _sharing_node.policy_config(raw["cluster_policies"])
     configs = None
@@ -627,8 +657,12 @@ def sharing_of(raw, gpu_nodes):
             )
 
 
-def build_view(raw, params, selector=None):
+def build_view(
+    raw: Mapping[str, Any], params: Mapping[str, Any], selector: list[tuple[str, str, set[str]]] | None = None
+) -> dict[str, Any]:
     """Everything the diagnosis rules and the result need, from the listed objects."""
+    all_labels: dict[Any, Any]
+    gpu_nodes: dict[Any, dict[str, Any]]
     all_labels, gpu_nodes = {}, {}
     vendors = set(params["vendor"]) if params.get("vendor") else None
     tolerations = _diag_scheduling.operand_tolerations(raw["daemonsets"])
@@ -658,6 +692,7 @@ def build_view(raw, params, selector=None):
             operand_pods.append(view)
             if view["node"] in gpu_nodes:
                 gpu_nodes[view["node"]]["operands"].append(view)
+    pods_by_node: dict[str, list[dict[str, Any]]]
     pods_by_node = {}
     for pod in operand_pods:
         pods_by_node.setdefault(pod["node"], []).append(pod)
@@ -717,15 +752,16 @@ def build_view(raw, params, selector=None):
 _POD_KEYS = ("name", "component", "phase", "state", "ready", "restarts", "container", "init_step", "reason", "message")
 
 
-def _public_pod(pod, with_node=False):
+def _public_pod(pod: Mapping[str, Any], with_node: bool = False) -> dict[str, Any]:
     out = {k: pod[k] for k in _POD_KEYS}
     if with_node:
         out = {"node": pod["node"], "namespace": pod["namespace"], **out}
     return out
 
 
-def summarize(view, findings):
+def summarize(view: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     nodes = view["nodes"]
+    totals: dict[str, int]
     totals = {}
     for node in nodes:
         for key, value in node["allocatable"].items():
@@ -753,7 +789,7 @@ def summarize(view, findings):
     }
 
 
-def result(view, findings, api_requests):
+def result(view: Mapping[str, Any], findings: list[dict[str, Any]], api_requests: Any) -> dict[str, Any]:
     nodes = []
     for node in view["nodes"]:
         node = dict(node)

@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils._diag_common import (
     describe,
     finding,
@@ -18,7 +21,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._diag_common impor
 )
 
 
-def amd_resource_missing(view, node, evidence):
+def amd_resource_missing(view: Mapping[str, Any], node: Mapping[str, Any], evidence: list[str]) -> dict[str, Any]:
     name, ns = node["name"], view["amd_namespace"]
     plugin = pods_by_role(view, name, "amd").get("device-plugin")
     if plugin is None:
@@ -62,7 +65,7 @@ def amd_resource_missing(view, node, evidence):
     )
 
 
-def rule_device_config(view):
+def rule_device_config(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """AMD DeviceConfig status: no node matches its selector, device plugin not everywhere, driver failures."""
     out = []
     amd_nodes = [n for n in view["nodes"] if n["vendor"] == "amd"]

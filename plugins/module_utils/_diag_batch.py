@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _kueue
@@ -44,7 +45,7 @@ MAX_LISTED = 5
 _KAI_QUEUE_LABEL = "kai.scheduler/queue"
 
 
-def collect(reader) -> dict[str, Any]:
+def collect(reader: Any) -> dict[str, Any]:
     """The objects the batch rules read; Kueue's kinds are None when Kueue's CRDs are not installed."""
     out: dict[str, Any] = {"now": time.time()}
     for plural in ("workloads", "localqueues", "clusterqueues", "resourceflavors"):
@@ -57,11 +58,11 @@ def collect(reader) -> dict[str, Any]:
     return out
 
 
-def _meta(obj):
+def _meta(obj: Mapping[str, Any]) -> Any:
     return obj.get("metadata") or {}
 
 
-def _conditions(obj):
+def _conditions(obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
 
 
@@ -130,7 +131,7 @@ def view(raw: dict[str, Any], nodes: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _label_selector_matches(selector, labels) -> bool:
+def _label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
     """A metav1.LabelSelector against a label set: matchLabels and matchExpressions (In, NotIn, Exists,
     DoesNotExist); ``{}`` matches everything."""
     for k, v in (selector.get("matchLabels") or {}).items():
@@ -150,7 +151,7 @@ def _label_selector_matches(selector, labels) -> bool:
     return True
 
 
-def _waiting(wl) -> bool:
+def _waiting(wl: Mapping[str, Any]) -> bool:
     """Queued and not admitted, not finished."""
     conds = _conditions(wl)
     return (conds.get("Admitted") or {}).get("status") != "True" and (conds.get("Finished") or {}).get(
@@ -158,16 +159,16 @@ def _waiting(wl) -> bool:
     ) != "True"
 
 
-def _wl_ref(wl):
+def _wl_ref(wl: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": "Workload", "namespace": _meta(wl).get("namespace"), "name": _meta(wl).get("name")}
 
 
-def _owner(wl) -> str:
+def _owner(wl: Mapping[str, Any]) -> str:
     owners = _meta(wl).get("ownerReferences") or []
     return f" ({owners[0].get('kind')} {owners[0].get('name')})" if owners else ""
 
 
-def _kueue_says(wl) -> str:
+def _kueue_says(wl: Mapping[str, Any]) -> str:
     msg = (_conditions(wl).get("QuotaReserved") or {}).get("message")
     return f"Kueue: {msg}" if msg else ""
 
@@ -249,7 +250,7 @@ def rule_workload_queue(view_: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _flavor_nodes(rf, nodes) -> list[str]:
+def _flavor_nodes(rf: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> list[str]:
     want = (rf.get("spec") or {}).get("nodeLabels") or {}
     return [
         _meta(n).get("name") for n in nodes if all((_meta(n).get("labels") or {}).get(k) == v for k, v in want.items())
@@ -314,7 +315,7 @@ def rule_flavor_no_node(view_: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _age(pod, now) -> float | None:
+def _age(pod: Mapping[str, Any], now: float) -> float | None:
     stamp = pod.get("created")
     if not stamp:
         return None

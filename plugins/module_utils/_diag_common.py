@@ -10,6 +10,9 @@ the lookups into the view (operand pods by role, host facts) and the host-driver
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import DRIVER, NFD, NVIDIA_NFD_LABELS, ROLES
 
 SEVERITIES = ("error", "warning", "info")
@@ -21,7 +24,9 @@ HOST_FACTS_FIX = (
 )
 
 
-def finding(*, fid, severity, obj, node, evidence, cause, fix):
+def finding(
+    *, fid: str, severity: str, obj: Mapping[str, Any] | None, node: str | None, evidence: Any, cause: str, fix: str
+) -> dict[str, Any]:
     return {
         "id": fid,
         "severity": severity,
@@ -33,27 +38,29 @@ def finding(*, fid, severity, obj, node, evidence, cause, fix):
     }
 
 
-def node_finding(name, *, fid, severity, evidence, cause, fix):
+def node_finding(name: str, *, fid: str, severity: str, evidence: Any, cause: str, fix: str) -> dict[str, Any]:
     """A finding about a node."""
     return finding(fid=fid, severity=severity, obj=node_ref(name), node=name, evidence=evidence, cause=cause, fix=fix)
 
 
-def pod_finding(pod, *, fid, severity, evidence, cause, fix):
+def pod_finding(
+    pod: Mapping[str, Any], *, fid: str, severity: str, evidence: Any, cause: str, fix: str
+) -> dict[str, Any]:
     """A finding about a pod, on the node it runs on (or is bound to)."""
     return finding(
         fid=fid, severity=severity, obj=pod_ref(pod), node=pod["node"], evidence=evidence, cause=cause, fix=fix
     )
 
 
-def pod_ref(pod):
+def pod_ref(pod: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": "Pod", "namespace": pod["namespace"], "name": pod["name"]}
 
 
-def node_ref(name):
+def node_ref(name: str) -> dict[str, Any]:
     return {"kind": "Node", "namespace": None, "name": name}
 
 
-def role(pod):
+def role(pod: Mapping[str, Any]) -> str:
     comp = pod.get("component") or ""
     if pod.get("vendor") == "amd":
         if comp.endswith("-device-plugin"):
@@ -64,16 +71,16 @@ def role(pod):
     return ROLES.get(comp, comp)
 
 
-def pods_by_role(view, node, vendor=None):
+def pods_by_role(view: Mapping[str, Any], node: str, vendor: str | None = None) -> dict[str, dict[str, Any]]:
     """role -> the (first) operand pod of that role on ``node``."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for pod in view["pods_by_node"].get(node, ()):
         if vendor is None or pod["vendor"] == vendor:
             out.setdefault(role(pod), pod)
     return out
 
 
-def describe(pod):
+def describe(pod: Mapping[str, Any]) -> str:
     bits = [f"pod {pod['namespace']}/{pod['name']} is {pod['state']}"]
     if pod.get("container"):
         bits.append(f"(container {pod['container']})")
@@ -85,11 +92,11 @@ def describe(pod):
     return text
 
 
-def facts_of(view, node):
+def facts_of(view: Mapping[str, Any], node: str) -> dict[str, Any] | None:
     return view["host_facts"].get(node)
 
 
-def dig(facts, *path):
+def dig(facts: Any, *path: str) -> Any:
     cur = facts
     for key in path:
         if not isinstance(cur, dict):
@@ -98,11 +105,11 @@ def dig(facts, *path):
     return cur
 
 
-def node_of(view, name):
+def node_of(view: Mapping[str, Any], name: str) -> dict[str, Any] | None:
     return view["node_index"].get(name)
 
 
-def kernel_of(view, name):
+def kernel_of(view: Mapping[str, Any], name: str) -> str | None:
     node = node_of(view, name)
     return view["node_labels"].get(name, {}).get(f"{NFD}/kernel-version.full") or (node or {}).get("kernel")
 
@@ -110,13 +117,13 @@ def kernel_of(view, name):
 HOST_DRIVER_MESSAGES = ("already loaded", "driver is in use", "could not unload nvidia driver")
 
 
-def _driver_says_host_driver(view, name):
+def _driver_says_host_driver(view: Mapping[str, Any], name: str) -> bool:
     driver = pods_by_role(view, name, "nvidia").get("driver")
     message = str((driver or {}).get("message") or "").lower()
     return any(m in message for m in HOST_DRIVER_MESSAGES)
 
 
-def host_driver_loaded(view, name):
+def host_driver_loaded(view: Mapping[str, Any], name: str) -> bool:
     """True when the host has its own NVIDIA driver: host facts, the operator's pre-installed label, or the
     driver container's last message (it cannot unload/load over a host driver)."""
     if dig(facts_of(view, name), "nvidia_driver", "loaded"):
@@ -126,7 +133,7 @@ def host_driver_loaded(view, name):
     return _driver_says_host_driver(view, name)
 
 
-def host_driver_evidence(view, name):
+def host_driver_evidence(view: Mapping[str, Any], name: str) -> str:
     facts = facts_of(view, name)
     if dig(facts, "nvidia_driver", "loaded"):
         version = dig(facts, "nvidia_driver", "version")
@@ -136,7 +143,7 @@ def host_driver_evidence(view, name):
     return "the driver container reports a driver already loaded on the host"
 
 
-def node_problems(node):
+def node_problems(node: Mapping[str, Any]) -> list[str]:
     """The node's condition evidence when it is not healthy: Ready not True, or another condition True
     (MemoryPressure, DiskPressure, node-problem-detector conditions...)."""
     out = []
@@ -152,23 +159,23 @@ DISABLE_DRIVER_FIX = (
 )
 
 
-def fmt_labels(labels):
+def fmt_labels(labels: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
 DEPLOY = "nvidia.com/gpu.deploy."  # the GPU Operator's per-operand node labels
 
 
-def _nfd_missing(labels, missing):
+def _nfd_missing(labels: Mapping[str, Any], missing: Iterable[str]) -> bool:
     return any(k.startswith(NFD) for k in missing) or not any(labels.get(k) == "true" for k in NVIDIA_NFD_LABELS)
 
 
-def _deploy_off(labels, missing):
+def _deploy_off(labels: Mapping[str, Any], missing: Iterable[str]) -> dict[str, Any]:
     """The operator's deploy labels the node has, with a value other than the DaemonSet wants (false, paused-*)."""
     return {k: labels[k] for k in sorted(missing) if k.startswith(DEPLOY) and k in labels}
 
 
-def why_labels_missing(labels, missing):
+def why_labels_missing(labels: Mapping[str, Any], missing: Mapping[str, Any]) -> str:
     if _nfd_missing(labels, missing):
         return (
             "; NFD labels are missing on the node (no feature.node.kubernetes.io/pci-10de.present=true), so the "
@@ -187,7 +194,7 @@ def why_labels_missing(labels, missing):
     return ""
 
 
-def nfd_fix(node):
+def nfd_fix(node: str) -> str:
     return (
         f"check that an nfd-worker pod runs on {node} (its tolerations must match the node's taints) and that the "
         "NFD PCI whitelist includes classes 0300/0302; the operator labels the node once "
@@ -195,7 +202,7 @@ def nfd_fix(node):
     )
 
 
-def labels_fix(node, labels, missing):
+def labels_fix(node: str, labels: Mapping[str, Any], missing: Mapping[str, Any]) -> str:
     """The fix for a DaemonSet pod missing on ``node`` because the node lacks ``missing`` (label -> wanted value):
     NFD's when its labels are missing, the operator's deploy label when it is set to another value, the operator's
     reconcile when it has not set it."""

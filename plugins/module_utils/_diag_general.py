@@ -11,6 +11,9 @@ installed."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils._diag_amd import amd_resource_missing
 from ansible_collections.gpuops.platform.plugins.module_utils._diag_common import (
     describe,
@@ -28,7 +31,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._diag_common impor
 from ansible_collections.gpuops.platform.plugins.module_utils._diag_nvidia import nvidia_resource_missing
 
 
-def rule_gpu_resource_missing(view):
+def rule_gpu_resource_missing(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """GPU node without allocatable GPUs -> device-plugin pod missing/not ready on it, or driver not loaded."""
     out = []
     for node in view["nodes"]:
@@ -48,7 +51,7 @@ def rule_gpu_resource_missing(view):
     return out
 
 
-def rule_operand_pending(view):
+def rule_operand_pending(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Operand DaemonSet pod Pending on a node -> the node lacks the labels the DaemonSet wants (NFD labels)."""
     out = []
     for pod in view["operand_pods"]:
@@ -83,7 +86,7 @@ def rule_operand_pending(view):
     return out
 
 
-def rule_operator_crashloop(view):
+def rule_operator_crashloop(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Operator pod in CrashLoopBackOff -> invalid values/ClusterPolicy or unsupported Kubernetes version."""
     out = []
     versions = ", ".join(view.get("kubelet_versions") or ()) or "unknown"
@@ -105,7 +108,7 @@ def rule_operator_crashloop(view):
     return out
 
 
-def rule_operator_installed(view):
+def rule_operator_installed(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """GPU nodes but no operator CRD -> informational."""
     out = []
     vendors = {n["vendor"] for n in view["nodes"]}
@@ -136,7 +139,7 @@ def rule_operator_installed(view):
     return out
 
 
-def rule_node_not_ready(view):
+def rule_node_not_ready(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """GPU node NotReady (or with another failing condition) without a known GPU cause."""
     out = []
     for node in view["nodes"]:
@@ -192,7 +195,7 @@ OPERAND_CAUSES = {
 }
 
 
-def rule_operand_crashloop(view):
+def rule_operand_crashloop(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Other operands in CrashLoopBackOff -> driver not ready on that node, else the component's usual cause."""
     out = []
     for pod in view["operand_pods"]:

@@ -13,6 +13,8 @@ SR-IOV device plugin resources, the SR-IOV config daemon's node state, and nvidi
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils._diag_common import (
     describe,
@@ -32,15 +34,15 @@ from ansible_collections.gpuops.platform.plugins.module_utils._network_status im
 PEERMEM_CONTAINER = "nvidia-peermem-ctr"
 
 
-def _policy_ref(name):
+def _policy_ref(name: str) -> dict[str, Any]:
     return {"kind": "NicClusterPolicy", "namespace": None, "name": name}
 
 
-def _fmt(mapping):
+def _fmt(mapping: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(mapping.items())) or "none"
 
 
-def _ofed_not_ready(node):
+def _ofed_not_ready(node: Mapping[str, Any]) -> str | None:
     """Evidence when the OFED driver is not ready on the network node, else None."""
     ofed = node["ofed"]
     if ofed is not None and not ofed["ready"]:
@@ -51,7 +53,7 @@ def _ofed_not_ready(node):
 
 
 # -- NicClusterPolicy ---------------------------------------------------------------------------------------
-def rule_nic_cluster_policy(view):
+def rule_nic_cluster_policy(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A NicClusterPolicy with another name than nic-cluster-policy -> ignored by the operator; the one it
     reconciles notReady -> the appliedStates not ready; empty status -> not reconciled yet."""
     net = view.get("network")
@@ -136,7 +138,9 @@ _SECURE_BOOT = re.compile(
 )
 
 
-def ofed_cause(node, pod, facts, kernel):
+def ofed_cause(
+    node: str, pod: Mapping[str, Any], facts: Mapping[str, Any] | None, kernel: str | None
+) -> tuple[str, str]:
     """(cause, fix) of a failing DOCA/MOFED driver container, from its message, narrowed by host facts."""
     text = str(pod.get("message") or "")
     headers = _HEADERS.search(text) or dig(facts, "kernel", "headers_installed") is False
@@ -163,7 +167,7 @@ def ofed_cause(node, pod, facts, kernel):
     )
 
 
-def rule_ofed_driver(view):
+def rule_ofed_driver(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The mofed-* driver pod of a node crash-looping -> headers missing / Secure Boot; not ready -> the device
     plugins wait (mofed.wait=true)."""
     net = view.get("network")
@@ -206,7 +210,7 @@ def rule_ofed_driver(view):
 
 
 # -- device plugin resources ------------------------------------------------------------------------------------
-def _host_nics(facts):
+def _host_nics(facts: Mapping[str, Any]) -> list[str]:
     nics = dig(facts, "nics") or ()
     return [
         f"{n.get('address')} {n.get('vendor_id')}:{n.get('device_id')} "
@@ -216,7 +220,7 @@ def _host_nics(facts):
     ]
 
 
-def rule_network_resource_missing(view):
+def rule_network_resource_missing(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A resource of the RDMA shared / SR-IOV device plugin config missing on a NIC node: plugin pod ready ->
     its selectors match no NIC of the node (one finding per resource); the OFED driver not ready or the plugin pod
     not running -> that (one finding per node and plugin, listing the missing resources)."""
@@ -233,7 +237,7 @@ def rule_network_resource_missing(view):
         if not node["nic"]:
             continue
         have = {**node["rdma"], **node["sriov"]}
-        missing = {}
+        missing: dict[str, list[Any]] = {}
         for entry in entries:
             if not (isinstance(have.get(entry["resource"]), int) and have[entry["resource"]] > 0):
                 missing.setdefault(entry["section"], []).append(entry)
@@ -242,7 +246,13 @@ def rule_network_resource_missing(view):
     return out
 
 
-def _missing_on_node(net, node, section, entries, advertised):
+def _missing_on_node(
+    net: Mapping[str, Any],
+    node: Mapping[str, Any],
+    section: str,
+    entries: Sequence[Mapping[str, Any]],
+    advertised: Collection[str],
+) -> list[dict[str, Any]]:
     name, have = node["name"], {**node["rdma"], **node["sriov"]}
     ds, _key, _prefix, fid = PLUGINS[section]
     plugin = next((p for p in node["pods"] if p["component"] == ds), None)
@@ -296,7 +306,7 @@ def _missing_on_node(net, node, section, entries, advertised):
 _LIMIT = re.compile(r"totalvfs|total ?vfs|out of range|exceeds|above the limit|numerical result", re.I)
 
 
-def _state_ref(net, state):
+def _state_ref(net: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "kind": "SriovNetworkNodeState",
         "namespace": state["namespace"] or net["sriov_namespace"],
@@ -304,7 +314,7 @@ def _state_ref(net, state):
     }
 
 
-def rule_sriov_node_state(view):
+def rule_sriov_node_state(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """SriovNetworkNodeState asking more VFs than a PF's totalvfs -> VFs above the firmware limit: upstream's
     config daemon (v1.6.0, daemon mode) refuses the count before writing it and retries, so the state stays
     InProgress with an empty lastSyncError; a Failed state (systemd mode) whose lastSyncError says so is the same
@@ -410,10 +420,10 @@ def rule_sriov_node_state(view):
 
 
 # -- GPUDirect RDMA -------------------------------------------------------------------------------------------------
-def rule_peermem(view):
+def rule_peermem(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """ClusterPolicy driver.rdma.enabled and the driver pod's nvidia-peermem-ctr not ready -> nvidia-peermem is not
     loaded: the OFED driver is not ready on the node (it waits for it), or the module does not load."""
-    active = next((c for c in view["cluster_policies"]["objects"] if c["active"]), None)
+    active: Any = next((c for c in view["cluster_policies"]["objects"] if c["active"]), None)
     rdma = dig((active or {}).get("spec"), "driver", "rdma") or {}
     if not rdma.get("enabled"):
         return []

@@ -11,6 +11,9 @@ driver container."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _host_rules
 from ansible_collections.gpuops.platform.plugins.module_utils._diag_common import (
     DISABLE_DRIVER_FIX,
@@ -36,7 +39,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils._diag_common impor
 from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import DEVICE_PLUGIN, VALIDATION_STEPS
 
 
-def nvidia_resource_missing(view, node, labels, evidence):
+def nvidia_resource_missing(
+    view: Mapping[str, Any], node: Mapping[str, Any], labels: Mapping[str, Any], evidence: list[str]
+) -> dict[str, Any]:
     name, ns = node["name"], view["operator_namespace"]
     if labels.get("nvidia.com/gpu.deploy.operands") == "false":
         return node_finding(
@@ -202,7 +207,7 @@ def nvidia_resource_missing(view, node, labels, evidence):
     )
 
 
-def rule_driver_crashloop(view):
+def rule_driver_crashloop(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Driver pod in CrashLoopBackOff -> nouveau loaded, or kernel/driver mismatch (refined by host facts)."""
     out = []
     for pod in view["operand_pods"]:
@@ -246,7 +251,7 @@ def rule_driver_crashloop(view):
     return out
 
 
-def rule_validator_init(view):
+def rule_validator_init(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Validator stuck in Init -> the first failing step's component (driver, toolkit, fabricmanager on NVSwitch
     systems for CUDA, device plugin), not the validator."""
     out = []
@@ -321,7 +326,9 @@ STEP_HINTS = {
 }
 
 
-def _step_stuck_component_ready(pod, step, target, evidence):
+def _step_stuck_component_ready(
+    pod: Mapping[str, Any], step: str, target: Mapping[str, Any], evidence: list[str]
+) -> dict[str, Any]:
     cause, fix = STEP_HINTS.get(step, (f"validation step {step} does not complete", "read its log"))
     return pod_finding(
         pod,
@@ -339,7 +346,7 @@ FM_FIX = (
 )
 
 
-def fabricmanager_problem(facts):
+def fabricmanager_problem(facts: Any) -> tuple[list[str], str] | None:
     """The diagnosis' view of the fabricmanager/driver lockstep rule, which lives once in
     ``_host_rules.fabricmanager_lockstep``: (evidence, cause) when the NVSwitch fabric cannot be trained, else
     None."""
@@ -357,7 +364,7 @@ def fabricmanager_problem(facts):
     return evidence, problem["cause"]
 
 
-def _cuda_validation(view, pod, evidence):
+def _cuda_validation(view: Mapping[str, Any], pod: Mapping[str, Any], evidence: list[str]) -> dict[str, Any]:
     name = pod["node"]
     facts = facts_of(view, name)
     fm = fabricmanager_problem(facts)
@@ -385,7 +392,7 @@ def _cuda_validation(view, pod, evidence):
     return node_finding(name, fid="validator-init-stuck", severity="error", evidence=evidence, cause=cause, fix=fix)
 
 
-def rule_host_driver_conflict(view):
+def rule_host_driver_conflict(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Host driver and driver container both present -> the cause of the node's NotReady (or its other failing
     condition); a driver pod beside a host driver on a healthy node is still reported."""
     out = []

@@ -10,10 +10,13 @@ the namespace it runs in, and whether it runs at all."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils._diag_common import describe, finding
 
 
-def operator_namespace_elsewhere(view):
+def operator_namespace_elsewhere(view: Mapping[str, Any]) -> str | None:
     """The namespace the operator reports in the active ClusterPolicy's status.namespace when it is not the
     operator_namespace looked at, else None."""
     active = next((c for c in view["cluster_policies"]["objects"] if c["active"]), None)
@@ -21,7 +24,7 @@ def operator_namespace_elsewhere(view):
     return reported if reported and reported != view["operator_namespace"] else None
 
 
-def rule_operator_namespace(view):
+def rule_operator_namespace(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The operator reports another namespace than operator_namespace -> operands were looked up in vain."""
     reported = operator_namespace_elsewhere(view)
     if reported is None:
@@ -44,7 +47,7 @@ def rule_operator_namespace(view):
     ]
 
 
-def rule_operator_missing(view):
+def rule_operator_missing(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """ClusterPolicy present but no operator pod running -> nothing reconciles it."""
     cps = view["cluster_policies"]
     if not cps["objects"] or any(p["ready"] for p in view["operator_pods"]):
@@ -86,11 +89,11 @@ CP_REASONS = {
 }
 
 
-def rule_cluster_policy(view):
+def rule_cluster_policy(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """More than one ClusterPolicy -> which is ignored; the active one notReady -> its condition's reason."""
     cps = view["cluster_policies"]
     out = []
-    active = next((c for c in cps["objects"] if c["active"]), None)
+    active: Any = next((c for c in cps["objects"] if c["active"]), None)
     for cp in cps["objects"]:
         if cp["active"]:
             continue
@@ -114,7 +117,7 @@ def rule_cluster_policy(view):
         return out
     obj = {"kind": "ClusterPolicy", "namespace": None, "name": active["name"]}
     if active["state"] == "notReady":
-        err = next((c for c in active["conditions"] if c["type"] == "Error" and c["status"] == "True"), None)
+        err: Any = next((c for c in active["conditions"] if c["type"] == "Error" and c["status"] == "True"), None)
         err = err or next((c for c in active["conditions"] if c["type"] == "Ready"), None) or {}
         cause, fix = CP_REASONS.get(err.get("reason"), ("the ClusterPolicy is not ready", "see the node findings"))
         out.append(

@@ -9,16 +9,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 
 class GpuOpsError(Exception):
     """Base error: a message that names the object, the evidence and the fix, plus result details."""
 
-    def __init__(self, msg, **details):
+    def __init__(self, msg: str, **details: Any) -> None:
         super().__init__(msg)
         self.msg = msg
         self.details = details
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.msg
 
 
@@ -41,7 +44,7 @@ class ToolNotFound(GpuOpsError):
 class CommandFailed(GpuOpsError):
     """A command returned non-zero; carries the exact argv, rc, stdout and stderr."""
 
-    def __init__(self, msg, argv, rc, out, err):
+    def __init__(self, msg: str, argv: Iterable[str], rc: int, out: str, err: str) -> None:
         super().__init__(msg, cmd=list(argv), rc=rc, stdout=out, stderr=err)
 
 
@@ -53,7 +56,7 @@ class WaitTimeout(GpuOpsError):
     """A bounded wait ended before the expected state appeared."""
 
 
-def for_option(option, exc):
+def for_option(option: str, exc: GpuOpsError) -> GpuOpsError:
     """``exc`` (a GpuOpsError about a value given in ``option``) with the option named first: ``pf: malformed PCI
     address ...``, ``devices[1]: PCI device ... not found``. The same type and details, so callers and tests that
     catch it see no difference but the message."""

@@ -14,6 +14,9 @@ Package names (NVIDIA CUDA repositories): Debian/Ubuntu ``nvidia-fabricmanager-<
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _hostfacts, _kmod, _pending, _pkg
 from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import HostStateError, Unsupported
@@ -25,14 +28,14 @@ SERVICE = _hostfacts.FM_SERVICE
 PENDING = "fabricmanager-restart"
 
 
-def package_name(mgr, version):
+def package_name(mgr: str, version: str) -> str:
     branch = int(version.split(".", 1)[0])
     if mgr == "dnf":
         return "nvidia-fabric-manager"
     return "nvidia-fabricmanager" if branch >= 590 else f"nvidia-fabricmanager-{branch}"
 
 
-def driver_version(fs, runner):
+def driver_version(fs: Any, runner: Any) -> str:
     """The NVIDIA driver version fabricmanager must match: the loaded module's, which must also be the
     installed one when both are known."""
     modules = _kmod.loaded_modules(fs)
@@ -59,7 +62,7 @@ def driver_version(fs, runner):
     return version
 
 
-def service_state(systemd):
+def service_state(systemd: Any) -> dict[str, Any]:
     """{enabled, active} of the service; HostStateError when systemctl cannot tell (never guessed)."""
     svc = {"enabled": systemd.is_enabled(SERVICE), "active": systemd.is_active(SERVICE)}
     if None in svc.values():
@@ -70,7 +73,7 @@ def service_state(systemd):
     return svc
 
 
-def check_params(params, mgr=None):
+def check_params(params: Mapping[str, Any], mgr: str | None = None) -> None:
     """package_name and package_revision must be what the package manager takes as a name and a revision: checked
     before anything is read or run (either manager's form), and again for the host's manager before a package
     command runs."""
@@ -79,7 +82,7 @@ def check_params(params, mgr=None):
     _pkg.check_revision("package_revision", params["package_revision"], mgr)
 
 
-def run(ctx):
+def run(ctx: Any) -> dict[str, Any]:
     fs, runner, params = ctx.fs, ctx.runner, ctx.params
     check_params(params)
     nvswitches = [d["address"] for d in _hostfacts.pci_inventory(fs)["nvswitches"]]

@@ -18,37 +18,39 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Callable
+from typing import Any
 
 ROOT = "/"
 
 
 class HostFS:
-    def __init__(self, root=None, atomic_move=None):
+    def __init__(self, root: str | None = None, atomic_move: Callable[[str, str], Any] | None = None) -> None:
         self.root = ROOT if root is None else root
         self._atomic_move = atomic_move
 
-    def path(self, host_path):
+    def path(self, host_path: str) -> str:
         if self.root in ("/", ""):
             return host_path
         return os.path.join(self.root, host_path.lstrip("/"))
 
     # -- reading --------------------------------------------------------------------------------
-    def exists(self, p):
+    def exists(self, p: str) -> bool:
         return os.path.exists(self.path(p))
 
-    def lexists(self, p):
+    def lexists(self, p: str) -> bool:
         return os.path.lexists(self.path(p))
 
-    def isdir(self, p):
+    def isdir(self, p: str) -> bool:
         return os.path.isdir(self.path(p))
 
-    def listdir(self, p):
+    def listdir(self, p: str) -> list[str]:
         try:
             return sorted(os.listdir(self.path(p)))
         except OSError:
             return []
 
-    def read_bytes(self, p):
+    def read_bytes(self, p: str) -> bytes | None:
         """The file's bytes, or None when it does not exist or cannot be read."""
         try:
             with open(self.path(p), "rb") as f:
@@ -56,32 +58,32 @@ class HostFS:
         except OSError:
             return None
 
-    def read_text(self, p):
+    def read_text(self, p: str) -> str | None:
         data = self.read_bytes(p)
         return None if data is None else data.decode("utf-8", "replace")
 
-    def read_attr(self, p):
+    def read_attr(self, p: str) -> str | None:
         """A sysfs attribute, stripped, or None."""
         text = self.read_text(p)
         return None if text is None else text.strip()
 
-    def readlink(self, p):
+    def readlink(self, p: str) -> str | None:
         try:
             return os.readlink(self.path(p))
         except OSError:
             return None
 
-    def link_name(self, p):
+    def link_name(self, p: str) -> str | None:
         """Base name of a symlink's target (sysfs ``driver``, ``iommu_group``), or None."""
         target = self.readlink(p)
         return os.path.basename(target.rstrip("/")) if target else None
 
-    def realpath(self, p):
+    def realpath(self, p: str) -> str:
         """Resolve symlinks in host path ``p`` inside the root; returns a host path."""
         if self.root in ("/", ""):
             return os.path.realpath(p)
         pending = [c for c in p.split("/") if c]
-        done = []
+        done: list[str] = []
         hops = 0
         while pending:
             comp = pending.pop(0)
@@ -104,7 +106,7 @@ class HostFS:
                 done.append(comp)
         return "/" + "/".join(done)
 
-    def writable(self, p):
+    def writable(self, p: str) -> bool:
         """Whether :meth:`write_file` can write host path ``p``, as far as access(2) tells (a read-only mount,
         permissions): the directory that holds it - or, when write_file would create that directory, its nearest
         existing ancestor - must be writable, since the file is written next to it and renamed into place."""
@@ -117,7 +119,7 @@ class HostFS:
         return os.access(directory, os.W_OK)
 
     # -- writing (callers guard these with check mode) -------------------------------------------
-    def write_file(self, p, text, mode=0o644):
+    def write_file(self, p: str, text: str, mode: int = 0o644) -> None:
         """Write a whole file atomically (temp file in the same directory, then rename). An error names ``p``, the
         file asked for, not the temporary file next to it."""
         dest = self.path(p)
@@ -141,18 +143,18 @@ class HostFS:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
-    def remove(self, p):
+    def remove(self, p: str) -> None:
         try:
             os.unlink(self.path(p))
         except FileNotFoundError:
             pass
 
-    def write_attr(self, p, value):
+    def write_attr(self, p: str, value: Any) -> None:
         """Write a sysfs attribute in one write() call, as the kernel expects."""
         with open(self.path(p), "w") as f:
             f.write(value)
 
-    def pwrite(self, p, offset, data):
+    def pwrite(self, p: str, offset: int, data: bytes) -> None:
         """Write bytes at an offset without truncating (PCI config space)."""
         fd = os.open(self.path(p), os.O_WRONLY)
         try:

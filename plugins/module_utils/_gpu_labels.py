@@ -12,11 +12,12 @@ new kind of node or operand adds a row here."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 VENDORS = ("nvidia", "amd")
 
 
-def base_product(product):
+def base_product(product: Any) -> str | None:
     """GFD's nvidia.com/gpu.product without what sharing appends: ``-SHARED`` (time-slicing, MPS) or
     ``-MIG-<profile>`` (MIG, single strategy); ``NVIDIA-H100-80GB-HBM3-MIG-1g.10gb`` -> ``NVIDIA-H100-80GB-HBM3``."""
     return re.split(r"-SHARED|-MIG-", str(product or ""), maxsplit=1)[0] or None

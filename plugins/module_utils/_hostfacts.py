@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_catalog, _kmod, _pci, _pkg
 from ansible_collections.gpuops.platform.plugins.module_utils._service import Systemd
@@ -29,7 +31,7 @@ IOMMU_KEYS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.s
 
 
 # -- PCI inventory (no commands; also used by pcie_acs) -------------------------------------------
-def role_of(dev):
+def role_of(dev: Mapping[str, Any]) -> str | None:
     vendor, klass = dev["vendor_id"] or "", (dev["class"] or "")[:4]
     if dev["is_virtfn"]:
         return None
@@ -42,7 +44,7 @@ def role_of(dev):
     return None
 
 
-def _nic_details(fs, dev):
+def _nic_details(fs: Any, dev: Mapping[str, Any]) -> dict[str, Any]:
     base = _pci.device_path(dev["address"])
     netdevs = fs.listdir(base + "/net")
     for child in fs.listdir(base):  # virtio-net puts the netdev under the virtio device: <pci>/virtio0/net/eth0
@@ -66,15 +68,15 @@ def _nic_details(fs, dev):
     }
 
 
-def is_rdma_nic(nic):
+def is_rdma_nic(nic: Mapping[str, Any]) -> bool:
     return (
         bool(nic.get("rdma_device")) or nic.get("vendor_id") in RDMA_VENDORS or (nic.get("class") or "")[:4] == "0207"
     )
 
 
-def pci_inventory(fs, ids=None):
+def pci_inventory(fs: Any, ids: _pci.PciIds | None = None) -> dict[str, list[dict[str, Any]]]:
     """{accelerators, nvswitches, nics}: lists of device dicts, sorted by address."""
-    out = {"accelerators": [], "nvswitches": [], "nics": []}
+    out: dict[str, list[dict[str, Any]]] = {"accelerators": [], "nvswitches": [], "nics": []}
     for address in _pci.list_addresses(fs):
         dev = _pci.read_device(fs, address)
         role = role_of(dev)
@@ -93,13 +95,13 @@ def pci_inventory(fs, ids=None):
     return out
 
 
-def _gpu_details(dev):
+def _gpu_details(dev: Mapping[str, Any]) -> dict[str, Any]:
     """Architecture, memory and MIG capability from the collection's GPU table (null when not listed)."""
     entry = _gpu_catalog.gpu(dev["vendor_id"], dev["device_id"]) or {}
     return {k: entry.get(k) for k in ("architecture", "memory_gb", "mig_capable")}
 
 
-def _model_name(fs, dev, ids):
+def _model_name(fs: Any, dev: Mapping[str, Any], ids: _pci.PciIds | None) -> str | None:
     """The driver's name for the device, else the collection's GPU/NVSwitch table, else the host's pci.ids
     (which may predate the device)."""
     info = fs.read_text("/proc/driver/nvidia/gpus/{}/information".format(dev["address"]))
@@ -117,7 +119,7 @@ def _model_name(fs, dev, ids):
     return ids.device_name(dev["vendor_id"], dev["device_id"]) if ids else None
 
 
-def bridge_paths(fs, endpoints):
+def bridge_paths(fs: Any, endpoints: Iterable[str]) -> list[dict[str, Any]]:
     """The bridges/switch ports upstream of ``endpoints`` (addresses), each once, with ACS state."""
     bridges = {}
     for endpoint in endpoints:
@@ -128,7 +130,7 @@ def bridge_paths(fs, endpoints):
     return [bridges[a] for a in sorted(bridges)]
 
 
-def _bridge(fs, address):
+def _bridge(fs: Any, address: str) -> dict[str, Any]:
     dev = _pci.read_device(fs, address)
     cfg = _pci.read_config(fs, address)
     acs = _pci.acs_registers(cfg)
@@ -151,7 +153,7 @@ def _bridge(fs, address):
 
 
 # -- kernel, modules, software --------------------------------------------------------------------
-def kernel_facts(fs):
+def kernel_facts(fs: Any) -> dict[str, Any]:
     release = fs.read_attr("/proc/sys/kernel/osrelease")
     build = f"/lib/modules/{release}/build"
     real = fs.realpath(build) if release else None
@@ -162,7 +164,7 @@ def kernel_facts(fs):
     }
 
 
-def nvidia_driver_facts(fs, runner, modules):
+def nvidia_driver_facts(fs: Any, runner: Any, modules: Any) -> dict[str, Any]:
     loaded = "nvidia" in modules
     text = fs.read_text("/proc/driver/nvidia/version") or ""
     m = NV_VERSION_RE.search(text)
@@ -178,7 +180,7 @@ def nvidia_driver_facts(fs, runner, modules):
     }
 
 
-def ofed_facts(runner, modules):
+def ofed_facts(runner: Any, modules: Any) -> dict[str, Any]:
     """MLNX_OFED (``MLNX_OFED_LINUX-24.10-1.1.4.0:``), DOCA-OFED (``OFED-internal-25.01-0.6.0:``) from
     ``ofed_info -s``; without ofed_info, ``inbox`` when the kernel's own mlx5/ib_core drivers are loaded."""
     if runner.which("ofed_info"):
@@ -197,7 +199,7 @@ def ofed_facts(runner, modules):
     return {"flavor": "none", "version": None, "raw": None}
 
 
-def fabricmanager_facts(runner):
+def fabricmanager_facts(runner: Any) -> dict[str, Any]:
     pkgs = {}
     if runner.which("dpkg-query"):
         pkgs = _pkg.installed(runner, "nvidia-fabricmanager*")
@@ -205,7 +207,7 @@ def fabricmanager_facts(runner):
         pkgs = _pkg.installed(runner, "nvidia-fabric-manager")
         pkgs.update(_pkg.installed(runner, "nvidia-fabricmanager"))
     pkgs = {k: v for k, v in pkgs.items() if FM_PACKAGE_RE.match(k)}  # not -dev/-devel packages
-    name = sorted(pkgs)[-1] if pkgs else None
+    name: Any = sorted(pkgs)[-1] if pkgs else None
     svc = Systemd(runner).status(FM_SERVICE)
     return {
         "installed": bool(name),
@@ -217,7 +219,7 @@ def fabricmanager_facts(runner):
     }
 
 
-def iommu_facts(fs, params):
+def iommu_facts(fs: Any, params: Mapping[str, Any]) -> dict[str, Any]:
     groups = [g for g in fs.listdir("/sys/kernel/iommu_groups") if g.isdigit()]
     domain = fs.read_attr(f"/sys/kernel/iommu_groups/{sorted(groups, key=int)[0]}/type") if groups else None
     cmd = {k: params[k] for k in IOMMU_KEYS if k in params}
@@ -236,7 +238,7 @@ def iommu_facts(fs, params):
     }
 
 
-def secure_boot_facts(fs):
+def secure_boot_facts(fs: Any) -> dict[str, Any]:
     if not fs.isdir("/sys/firmware/efi"):
         return {"efi": False, "state": "disabled"}
     data = fs.read_bytes(SECURE_BOOT_VAR)
@@ -245,7 +247,7 @@ def secure_boot_facts(fs):
     return {"efi": True, "state": "enabled" if data[4] == 1 else "disabled"}
 
 
-def gather(fs, runner):
+def gather(fs: Any, runner: Any) -> dict[str, Any]:
     """All gpuops_host facts (reads only; commands are read-only queries)."""
     ids = _pci.PciIds(fs)
     inv = pci_inventory(fs, ids)

@@ -10,6 +10,8 @@ for the kernel that boots next, not only the running one)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import ToolNotFound
 
 # Debian/Ubuntu initramfs-tools first, then dracut (RHEL, SUSE, Fedora).
@@ -19,7 +21,7 @@ TOOLS = (
 )
 
 
-def command(runner):
+def command(runner: Any) -> tuple[str, list[str]]:
     """(tool, args) for this host; ToolNotFound naming both candidates when neither is installed."""
     for tool, args in TOOLS:
         if runner.which(tool):
@@ -30,6 +32,6 @@ def command(runner):
     )
 
 
-def regenerate(runner, tool_and_args):
+def regenerate(runner: Any, tool_and_args: tuple[str, list[str]]) -> Any:
     tool, args = tool_and_args
     return runner.run(tool, args, mutating=True)

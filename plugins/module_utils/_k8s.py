@@ -27,6 +27,8 @@ import ssl
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
@@ -50,7 +52,7 @@ class _StandInConfigException(Exception):  # noqa: N818
     pass
 
 
-def __getattr__(name: str) -> type[Exception]:
+def __getattr__(name: str) -> Any:
     """``ApiException`` and ``ConfigException`` of the kubernetes client, imported on first use (importing
     any part of the client loads all of it)."""
     if name not in ("ApiException", "ConfigException"):
@@ -81,13 +83,13 @@ AUTH_ARG_SPEC = {
 }
 
 
-def require_client(module) -> None:
+def require_client(module: Any) -> None:
     """Fail the module, naming the missing library, when the kubernetes client is not installed."""
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
 
 
-def auth_argument_spec():
+def auth_argument_spec() -> dict[str, Any]:
     return copy.deepcopy(AUTH_ARG_SPEC)
 
 
@@ -99,11 +101,11 @@ class KubeConfigError(GpuOpsError):
     """No usable connection settings (kubeconfig missing or invalid, unknown context)."""
 
 
-def _default_kubeconfig():
+def _default_kubeconfig() -> str:
     return os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
 
 
-def new_api_client(params):
+def new_api_client(params: Mapping[str, Any]) -> Any:
     """An ApiClient from the connection options: kubeconfig (file, context) unless only ``host`` is given,
     in-cluster config when nothing is given and there is no default kubeconfig, then the explicit options
     override what was loaded."""
@@ -151,19 +153,19 @@ _CLUSTER_KEYS = {"server", "certificate-authority", "certificate-authority-data"
 _USER_KEYS = {"client-certificate", "client-certificate-data", "client-key", "client-key-data", "token"}
 
 
-def _named(entries, name):
+def _named(entries: Any, name: str) -> Any:
     for entry in entries or []:
         if isinstance(entry, dict) and entry.get("name") == name:
             return entry
     return None
 
 
-def simple_settings(params):
+def simple_settings(params: Mapping[str, Any]) -> dict[str, Any] | None:
     """The connection as plain settings {server, token, ca_file, ca_data, cert_file, cert_data, key_file,
     key_data, verify} when the standard-library path can make it exactly as the kubernetes client would;
     None otherwise (the caller then uses the client, which also reports every configuration error)."""
     kubeconfig = params.get("kubeconfig")
-    out = {"server": None, "token": None, "verify": True}
+    out: dict[str, Any] = {"server": None, "token": None, "verify": True}
     if kubeconfig or params.get("context") or not params.get("host"):
         if not kubeconfig and os.pathsep in os.environ.get("KUBECONFIG", ""):
             return None  # several files are merged by the client
@@ -182,7 +184,7 @@ def simple_settings(params):
             return None
         base = os.path.dirname(os.path.abspath(path))
 
-        def rel(value):
+        def rel(value: str) -> str:
             return value if os.path.isabs(value) else os.path.join(base, value)
 
         out.update(
@@ -216,7 +218,7 @@ def simple_settings(params):
 class HttpGet:
     """GETs with the standard library over the settings of ``simple_settings``."""
 
-    def __init__(self, settings, timeout=60):
+    def __init__(self, settings: Mapping[str, Any], timeout: int = 60) -> None:
         url = urllib.parse.urlsplit(settings["server"])
         self.https = url.scheme == "https"
         self.netloc, self.prefix, self.timeout = url.netloc, url.path.rstrip("/"), timeout
@@ -225,7 +227,7 @@ class HttpGet:
             self.headers["Authorization"] = f"Bearer {settings['token']}"
         self.context = _ssl_context(settings) if self.https else None
 
-    def get(self, path, accept=None):
+    def get(self, path: str, accept: str | None = None) -> tuple[int, str, bytes]:
         """(status, reason, body) of GET ``path`` (``accept``: another Accept header); socket and TLS errors are
         raised as they come."""
         if self.https:
@@ -243,7 +245,7 @@ class HttpGet:
             conn.close()
 
 
-def _ssl_context(settings):
+def _ssl_context(settings: Any) -> ssl.SSLContext:
     ctx = ssl.create_default_context()
     if not settings["verify"]:
         ctx.check_hostname = False
@@ -269,7 +271,7 @@ def _ssl_context(settings):
     return ctx
 
 
-def new_reader(params):
+def new_reader(params: Mapping[str, Any]) -> Reader:
     """A Reader over the standard library when the settings allow it (see the module docstring), else over
     the kubernetes client."""
     settings = simple_settings(params)
@@ -300,10 +302,14 @@ class Reader:
     # at most this many times; then the 429 is the error.
     RETRIES_429 = 20
 
-    def __init__(self, api_client=None, http=None, sleep=time.sleep):
+    def __init__(
+        self, api_client: Any = None, http: HttpGet | None = None, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         self.api_client, self.http, self.requests, self.sleep = api_client, http, 0, sleep
 
-    def _get(self, what, path, missing_ok=False, verb="list", accept=None):
+    def _get(
+        self, what: str, path: str, missing_ok: bool = False, verb: str = "list", accept: str | None = None
+    ) -> Any:
         for attempt in range(self.RETRIES_429 + 1):
             self.requests += 1
             try:
@@ -322,8 +328,8 @@ class Reader:
             raise ClusterAccessError(_http_message(what, status, reason, body, verb), status=status)
         return json.loads(body)
 
-    def _client_get(self, path, accept=None):
-        exc_type = __getattr__("ApiException")
+    def _client_get(self, path: str, accept: str | None = None) -> tuple[int, str, Any]:
+        exc_type: Any = __getattr__("ApiException")
         request = self.api_client.param_serialize(
             "GET", path, header_params={"Accept": accept or "application/json"}, auth_settings=["BearerToken"]
         )
@@ -333,43 +339,43 @@ class Reader:
             return exc.status, exc.reason, exc.body
         return resp.status, resp.reason, resp.read()
 
-    def get(self, what, path, verb="read"):
+    def get(self, what: str, path: str, verb: str = "read") -> Any:
         """Any GET under the API server as parsed JSON (for example a service proxy path); errors name ``what``."""
         return self._get(what, path, verb=verb)
 
-    def get_optional(self, what, path, metadata_only=False):
+    def get_optional(self, what: str, path: str, metadata_only: bool = False) -> Any:
         """A GET as parsed JSON, or None when the server answers 404 (the object or the kind does not exist).
         ``metadata_only``: the objects' metadata only (PartialObjectMetadata, as ``kubectl get -o name`` asks)."""
         return self._get(what, path, missing_ok=True, verb="read", accept=METADATA_ACCEPT if metadata_only else None)
 
-    def _items(self, what, path, missing_ok=False):
+    def _items(self, what: str, path: str, missing_ok: bool = False) -> Any:
         got = self._get(what, path, missing_ok)
         return None if got is None else got.get("items") or []
 
-    def nodes(self):
+    def nodes(self) -> list[dict[str, Any]]:
         return self._items("nodes", "/api/v1/nodes")
 
-    def pods(self, namespace):
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
         return self._items(f"pods in namespace {namespace}", f"/api/v1/namespaces/{namespace}/pods")
 
-    def daemonsets(self, namespace):
+    def daemonsets(self, namespace: str) -> list[dict[str, Any]]:
         return self._items(f"daemonsets in namespace {namespace}", f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
 
-    def core(self, plural, namespace=None):
+    def core(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """Objects of the core API group (``v1``), cluster-wide or in ``namespace``."""
         if namespace is None:
             return self._items(plural, f"/api/v1/{plural}")
         return self._items(f"{plural} in namespace {namespace}", f"/api/v1/namespaces/{namespace}/{plural}")
 
-    def namespace(self, name):
+    def namespace(self, name: str) -> dict[str, Any] | None:
         """The Namespace object, or None when it does not exist."""
         return self._get(f"namespace {name}", f"/api/v1/namespaces/{name}", missing_ok=True, verb="read")
 
-    def cluster_custom(self, group, version, plural):
+    def cluster_custom(self, group: str, version: str, plural: str) -> list[dict[str, Any]] | None:
         """Cluster-scoped custom objects, or None when the CRD is not installed (404)."""
         return self._items(f"{plural}.{group}/{version}", f"/apis/{group}/{version}/{plural}", missing_ok=True)
 
-    def namespaced_custom(self, group, version, namespace, plural):
+    def namespaced_custom(self, group: str, version: str, namespace: str, plural: str) -> list[dict[str, Any]] | None:
         """Namespaced custom objects, or None when the CRD is not installed (404)."""
         return self._items(
             f"{plural}.{group}/{version} in namespace {namespace}",
@@ -377,7 +383,9 @@ class Reader:
             missing_ok=True,
         )
 
-    def objects(self, group, version, plural, namespace=None):
+    def objects(
+        self, group: str, version: str, plural: str, namespace: str | None = None
+    ) -> list[dict[str, Any]] | None:
         """Objects of any kind served under /apis/<group>/<version> (built-in groups such as apps included),
         cluster-wide or in ``namespace``; None when the kind is not served (CRD not installed)."""
         if namespace is None:
@@ -385,7 +393,7 @@ class Reader:
         return self.namespaced_custom(group, version, namespace, plural)
 
 
-def _http_message(what, status, reason, body, verb="list"):
+def _http_message(what: str, status: int, reason: str, body: Any, verb: str = "list") -> str:
     hint = {
         401: "the credentials were refused (check api_key, client certificate or kubeconfig user)",
         403: f"the user may not {verb} {what} (RBAC: grant {verb} on it)",
@@ -399,6 +407,6 @@ def _http_message(what, status, reason, body, verb="list"):
     return f"cannot {verb} {what}: HTTP {status} {reason}" + (f"; {hint}" if hint else "")
 
 
-def _api_message(what, exc):
+def _api_message(what: str, exc: Any) -> str:
     """The message of an ApiException of the kubernetes client (what ``_http_message`` says for a status)."""
     return _http_message(what, exc.status, exc.reason, exc.body)

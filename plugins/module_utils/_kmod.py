@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 PROC_MODULES = "/proc/modules"
 PROC_CMDLINE = "/proc/cmdline"
@@ -23,11 +25,11 @@ MODPROBE_DIRS = (
 )
 
 
-def _canon(name):
+def _canon(name: str) -> str:
     return name.replace("-", "_")
 
 
-def parse_proc_modules(text):
+def parse_proc_modules(text: str | None) -> dict[str, dict[str, Any]]:
     """``name size refcnt deps state offset`` lines → {name: {size, refcnt, deps, state}}.
 
     A kernel built without module unloading (``CONFIG_MODULE_UNLOAD=n``) prints ``-`` for the count and the users
@@ -52,15 +54,15 @@ def parse_proc_modules(text):
     return mods
 
 
-def loaded_modules(fs):
+def loaded_modules(fs: Any) -> dict[str, dict[str, Any]]:
     return parse_proc_modules(fs.read_text(PROC_MODULES))
 
 
-def holders(fs, name):
+def holders(fs: Any, name: str) -> list[str]:
     return fs.listdir(f"/sys/module/{_canon(name)}/holders")
 
 
-def module_usage(fs, modules, name):
+def module_usage(fs: Any, modules: Mapping[str, Mapping[str, Any]], name: str) -> dict[str, Any]:
     """{loaded, refcount, holders, in_use} for one module. In use = a non-zero reference count or holders, or a
     count the kernel does not keep (None: it cannot unload modules, so only a reboot removes this one)."""
     mod = modules.get(_canon(name))
@@ -71,7 +73,7 @@ def module_usage(fs, modules, name):
     return {"loaded": True, "refcount": ref, "holders": hold, "in_use": ref is None or ref > 0 or bool(hold)}
 
 
-def parse_cmdline(text):
+def parse_cmdline(text: str | None) -> dict[str, str | None]:
     """Kernel command line → {key: value} (value None for bare flags; later keys win)."""
     params = {}
     for token in (text or "").split():
@@ -80,7 +82,7 @@ def parse_cmdline(text):
     return params
 
 
-def modprobe_conf_files(fs):
+def modprobe_conf_files(fs: Any) -> dict[str, str]:
     """Effective modprobe.d files in the order modprobe reads them: {basename: host path}."""
     chosen = {}
     for directory in MODPROBE_DIRS:
@@ -90,7 +92,7 @@ def modprobe_conf_files(fs):
     return dict(sorted(chosen.items()))
 
 
-def _conf_lines(text):
+def _conf_lines(text: str) -> Iterator[list[str]]:
     """modprobe.d lines with comments removed and backslash continuations joined."""
     joined = re.sub(r"\\\n", " ", text or "")
     for raw in joined.splitlines():
@@ -99,7 +101,7 @@ def _conf_lines(text):
             yield line.split()
 
 
-def blacklist_sources(fs, name, cmdline_params=None):
+def blacklist_sources(fs: Any, name: str, cmdline_params: Mapping[str, str | None] | None = None) -> list[str]:
     """Where ``name`` is blacklisted: effective modprobe.d files with ``blacklist <name>`` and the kernel
     command line (``modprobe.blacklist=``)."""
     target = _canon(name)
@@ -115,7 +117,7 @@ def blacklist_sources(fs, name, cmdline_params=None):
     return sources
 
 
-def installed_version(runner, name):
+def installed_version(runner: Any, name: str) -> str | None:
     """``modinfo -F version <name>`` for the running kernel; None when not installed or no modinfo."""
     if not runner.which("modinfo"):
         return None
@@ -124,12 +126,12 @@ def installed_version(runner, name):
     return version
 
 
-def unload(runner, name):
+def unload(runner: Any, name: str) -> Any:
     """``modprobe -r <name>`` (mutating: skipped in check mode)."""
     return runner.run("modprobe", ["-r", name], mutating=True)
 
 
-def module_file_exists(fs, release, name):
+def module_file_exists(fs: Any, release: str, name: str) -> bool:
     """Whether a module for ``release`` named ``name`` is in /lib/modules (any compression)."""
     base = f"/lib/modules/{release}"
     text = fs.read_text(base + "/modules.dep")

@@ -11,6 +11,8 @@ typed errors into fail_json at the top."""
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
@@ -22,7 +24,7 @@ class Context:
     """What an action gets: params, check/diff flags, the host file system, the runner, warn(), and did()
     to record each change as it is made (so that a failure after a change reports ``changed: true``)."""
 
-    def __init__(self, module):
+    def __init__(self, module: Any) -> None:
         self.module = module
         self.params = module.params
         self.check_mode = module.check_mode
@@ -40,7 +42,7 @@ class Context:
         if not self.check_mode:
             self.done.append(what)
 
-    def warn(self, msg):
+    def warn(self, msg: str) -> None:
         self.module.warn(msg)
 
 
@@ -51,7 +53,9 @@ def failure_message(msg: str, done: list[str]) -> str:
     return "{} (changed before the failure: {}; the next run finishes the job)".format(msg, "; ".join(done))
 
 
-def run_module(action, module_class=AnsibleModule, **module_kwargs):
+def run_module(
+    action: Callable[[Context], dict[str, Any]], module_class: Any = AnsibleModule, **module_kwargs: Any
+) -> None:
     """Create the module, run ``action(ctx) -> result dict``, exit (or fail when the result says failed)."""
     module = module_class(**module_kwargs)
     ctx = Context(module)

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 NIC_CLUSTER_POLICY = ("mellanox.com", "v1alpha1", "nicclusterpolicies")
 SRIOV_NODE_STATE = ("sriovnetwork.openshift.io", "v1", "sriovnetworknodestates")
@@ -49,7 +51,7 @@ PLUGINS = {
 _GPU = re.compile(r"^nvidia\.com/(gpu(\.shared)?|mig-.+)\Z")
 
 
-def settings(params):
+def settings(params: Mapping[str, Any]) -> dict[str, Any] | None:
     """The ``network`` option with its defaults, or None when the network side is not asked for."""
     net = params.get("network")
     if net is None:
@@ -57,7 +59,9 @@ def settings(params):
     return {k: net.get(k) or v for k, v in DEFAULTS.items()}
 
 
-def collect(reader, net, operator_namespace, operator_pods):
+def collect(
+    reader: Any, net: Mapping[str, Any], operator_namespace: str, operator_pods: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Four list requests (three when the network operator shares the GPU Operator's namespace)."""
     ns = net["namespace"]
     return {
@@ -70,14 +74,14 @@ def collect(reader, net, operator_namespace, operator_pods):
     }
 
 
-def _quantity(value):
+def _quantity(value: Any) -> int | str:
     try:
         return int(str(value))
     except ValueError:
         return str(value)
 
 
-def network_resources(alloc):
+def network_resources(alloc: Mapping[str, Any] | None) -> tuple[dict[str, int | str], dict[str, int | str]]:
     """(rdma, sriov): ``rdma/*`` and the SR-IOV resources (``openshift.io/*``, ``nvidia.com/*`` but the GPU ones)."""
     rdma, sriov = {}, {}
     for key, value in sorted((alloc or {}).items()):
@@ -88,7 +92,7 @@ def network_resources(alloc):
     return rdma, sriov
 
 
-def _config(text):
+def _config(text: Any) -> dict[str, Any]:
     try:
         doc = json.loads(text) if isinstance(text, str) else dict(text or {})
     except (TypeError, ValueError):
@@ -96,7 +100,7 @@ def _config(text):
     return doc if isinstance(doc, dict) else {}
 
 
-def plugin_entries(spec):
+def plugin_entries(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The resources the policy's device plugins are configured for: section, resource name, selectors."""
     out = []
     for section, (_ds, key, prefix, _fid) in PLUGINS.items():
@@ -114,7 +118,7 @@ def plugin_entries(spec):
     return out
 
 
-def policies_view(items):
+def policies_view(items: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     """Installed flag, the policies (name, state, reason, applied_states, active, spec) and the active name."""
     if items is None:
         return {"installed": False, "active": None, "objects": []}
@@ -138,7 +142,7 @@ def policies_view(items):
     return {"installed": True, "active": active, "objects": out}
 
 
-def node_state_view(obj):
+def node_state_view(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     annotations = meta.get("annotations") or {}
     reported = {i.get("pciAddress"): i for i in status.get("interfaces") or ()}
@@ -165,7 +169,7 @@ def node_state_view(obj):
     }
 
 
-def blocking_pdbs(items):
+def blocking_pdbs(items: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
     """PodDisruptionBudgets that allow no disruption now (a drain cannot evict their pods)."""
     out = []
     for obj in items or ():
@@ -184,13 +188,19 @@ def blocking_pdbs(items):
     return sorted(out, key=lambda p: (p["namespace"] or "", p["name"] or ""))
 
 
-def build(raw, net, nodes, selected, pod_view):
+def build(
+    raw: Mapping[str, Any],
+    net: Mapping[str, Any],
+    nodes: Iterable[Mapping[str, Any]],
+    selected: Callable[[Any, Mapping[str, Any]], bool],
+    pod_view: Callable[[Mapping[str, Any]], dict[str, Any]],
+) -> dict[str, Any]:
     """The network view: ``nodes`` (API objects), ``selected(name, labels)`` whether the node is looked at,
     ``pod_view`` the pod -> view function of the cluster status."""
     policies = policies_view(raw.get("nic_cluster_policies"))
     states = raw.get("sriov_node_states")
     states_by_node = {s["metadata"]["name"]: node_state_view(s) for s in states or ()}
-    pods_by_node = {}
+    pods_by_node: dict[Any, list[dict[str, Any]]] = {}
     for pod in raw.get("network_pods") or ():
         view = pod_view(pod)
         if view["owner_kind"] == "DaemonSet" and view["node"]:
@@ -232,7 +242,7 @@ def build(raw, net, nodes, selected, pod_view):
 _PUBLIC_POD = ("name", "component", "phase", "state", "ready", "restarts", "container", "reason", "message")
 
 
-def result(view):
+def result(view: Mapping[str, Any]) -> dict[str, Any]:
     """The ``network`` key of the module result."""
     nodes = []
     for node in view["nodes"]:

@@ -12,6 +12,8 @@ per GPU node its address, its groups and its ``gpuops_node`` variables."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status
 from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import NFD, base_product
@@ -20,7 +22,7 @@ MIG_CAPABLE = "nvidia.com/mig.capable"
 NVIDIA_NIC = f"{NFD}/pci-15b3.present"  # a Mellanox/NVIDIA NIC (NFD, deviceLabelFields [vendor])
 
 
-def collect(reader, operator_namespace):
+def collect(reader: Any, operator_namespace: str) -> dict[str, Any]:
     """Nodes and ClusterPolicies, then (``_cluster_status.collect_sharing``) ResourceSlices and, when the
     ClusterPolicy names one, the device-plugin ConfigMaps: three or four list requests whatever the node count."""
     raw = {"nodes": reader.nodes() or [], "cluster_policies": reader.cluster_custom(*_cluster_status.CLUSTER_POLICY)}
@@ -28,21 +30,25 @@ def collect(reader, operator_namespace):
     return raw
 
 
-def group_name(text):
+def group_name(text: Any) -> str:
     """A valid Ansible group name part: lower case, runs of other characters as one underscore."""
     return re.sub(r"[^a-z0-9_]+", "_", str(text).lower()).strip("_")
 
 
-def _address(node, address_type):
+def _address(node: Mapping[str, Any], address_type: str) -> str | None:
     addresses = (node.get("status") or {}).get("addresses") or []
     chosen = next((a.get("address") for a in addresses if a.get("type") == address_type), None)
     return chosen or next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None)
 
 
-def hosts(raw, selector=None, address_type="InternalIP"):
+def hosts(
+    raw: Mapping[str, Any], selector: list[tuple[str, str, set[str]]] | None = None, address_type: str = "InternalIP"
+) -> list[dict[str, Any]]:
     """Per GPU node (vendor label or advertised GPUs; or every node ``selector`` matches): ``name``, ``address``,
     ``groups`` and ``vars`` (``gpuops_node``: vendor, product (the label), model (without the sharing suffix),
     gpus, ready, unschedulable, allocatable GPU resources, sharing model, all labels), sorted by name."""
+    views: dict[Any, dict[str, Any]]
+    full: dict[Any, Any]
     views, full = {}, {}
     for node in raw["nodes"]:
         meta = node.get("metadata") or {}

@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _initramfs, _kmod, _pending
 from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker, file_diff
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import CommandFailed
@@ -24,7 +27,7 @@ CONTENT = (
 PENDING = "nouveau-blacklist-initramfs"
 
 
-def read_state(fs):
+def read_state(fs: Any) -> dict[str, Any]:
     modules = _kmod.loaded_modules(fs)
     return {
         "file": fs.read_text(CONF_PATH),
@@ -33,7 +36,7 @@ def read_state(fs):
     }
 
 
-def plan(state_param, current):
+def plan(state_param: str, current: Mapping[str, Any]) -> dict[str, Any]:
     """Pure: desired file content, whether to regenerate the initramfs and unload, whether a reboot is needed."""
     desired = CONTENT if state_param == "present" else None
     usage = current["module"]
@@ -50,11 +53,11 @@ def plan(state_param, current):
     }
 
 
-def run(ctx):
+def run(ctx: Any) -> dict[str, Any]:
     fs, runner = ctx.fs, ctx.runner
     current = read_state(fs)
     p = plan(ctx.params["state"], current)
-    tool = _initramfs.command(runner) if p["regenerate"] else None  # resolve before any change
+    tool: Any = _initramfs.command(runner) if p["regenerate"] else None  # resolve before any change
 
     tracker = DifferenceTracker()
     tracker.add("nouveau_loaded", current["module"]["loaded"], current["module"]["loaded"] and not p["unload"])

@@ -15,6 +15,8 @@ GET per API group version (the kind's plural and scope, as ``k8s_info`` finds th
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError
 
@@ -35,11 +37,11 @@ class QueryError(GpuOpsError):
     pass
 
 
-def _base(api_version):
+def _base(api_version: str) -> str:
     return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
 
 
-def discover(reader, api_version):
+def discover(reader: Any, api_version: str) -> dict[str, tuple[str, bool]] | None:
     """{kind: (plural, namespaced)} of the resources ``api_version`` serves (subresources left out); None when the
     API server does not serve that group version (its CRD is not installed)."""
     got = reader.get_optional(f"the API resources of {api_version}", _base(api_version))
@@ -52,7 +54,15 @@ def discover(reader, api_version):
     }
 
 
-def path(api_version, plural, namespaced, namespace=None, name=None, label_selectors=(), field_selectors=()):
+def path(
+    api_version: str,
+    plural: str,
+    namespaced: bool,
+    namespace: str | None = None,
+    name: str | None = None,
+    label_selectors: Iterable[str] = (),
+    field_selectors: Iterable[str] = (),
+) -> str:
     """The GET path of a list (or, with ``name``, of one object); ``namespace`` only for a namespaced kind."""
     out = _base(api_version)
     if namespaced and namespace:
@@ -65,7 +75,7 @@ def path(api_version, plural, namespaced, namespace=None, name=None, label_selec
     return out + ("?" + urllib.parse.urlencode(params) if params else "")
 
 
-def describe(query):
+def describe(query: Mapping[str, Any]) -> str:
     """The read in words, for errors: ``ConfigMap gpu-operator/x (v1)``, ``Service [a=b] (v1)``."""
     where = "/".join(x for x in (query.get("namespace"), query.get("name")) if x)
     sel = ", ".join([*(query.get("label_selectors") or []), *(query.get("field_selectors") or [])])
@@ -74,14 +84,19 @@ def describe(query):
     )
 
 
-def read(reader, queries):
+def read(reader: Any, queries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per query, in order: ``{query, resources, api_found, skipped}`` (``k8s_info``'s ``resources`` and
     ``api_found``). A kind the cluster does not serve gives ``api_found: false`` and no resources; a named object
     that does not exist gives no resources; any other error of the API server raises, naming the read."""
     served: dict[str, dict | None] = {}
     out = []
     for query in queries:
-        entry = {"query": query, "resources": [], "api_found": False, "skipped": bool(query.get("skip"))}
+        entry: dict[str, Any] = {
+            "query": query,
+            "resources": [],
+            "api_found": False,
+            "skipped": bool(query.get("skip")),
+        }
         out.append(entry)
         if entry["skipped"]:
             continue
@@ -117,7 +132,7 @@ def read(reader, queries):
     return out
 
 
-def check_keys(queries):
+def check_keys(queries: Iterable[Mapping[str, Any]]) -> None:
     """The ``key`` of each query names one result: a repeated key is an error naming it."""
     seen = set()
     for query in queries:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import struct
+from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput, NotFound
 
@@ -49,11 +50,11 @@ PORT_TYPES = {
 }
 
 
-def is_address(text):
+def is_address(text: str | None) -> bool:
     return bool(ADDRESS_RE.match(text or ""))
 
 
-def normalize_address(text):
+def normalize_address(text: Any) -> str:
     """``DDDD:BB:DD.F`` in lower case (domain 0000 added when left out); InvalidInput when malformed."""
     m = ADDRESS_RE.match(text or "") if isinstance(text, str) else None
     if not m:
@@ -64,29 +65,29 @@ def normalize_address(text):
     return "{}:{}:{}.{}".format(domain, m.group("bus").lower(), m.group("dev").lower(), m.group("fn"))
 
 
-def device_path(address):
+def device_path(address: str) -> str:
     return f"{SYS_PCI_DEVICES}/{address}"
 
 
-def list_addresses(fs):
+def list_addresses(fs: Any) -> list[str]:
     return [a for a in fs.listdir(SYS_PCI_DEVICES) if is_address(a)]
 
 
-def require_device(fs, address):
+def require_device(fs: Any, address: str) -> str:
     address = normalize_address(address)
     if not fs.exists(device_path(address)):
         raise NotFound(f"PCI device {address} not found: {device_path(address)} does not exist (see lspci -D)")
     return address
 
 
-def _hex_attr(fs, path):
+def _hex_attr(fs: Any, path: str) -> str | None:
     value = fs.read_attr(path)
     if not value:
         return None
     return value[2:].lower() if value.lower().startswith("0x") else value.lower()
 
 
-def _int_attr(fs, path):
+def _int_attr(fs: Any, path: str) -> int | None:
     value = fs.read_attr(path)
     try:
         return int(value)
@@ -94,7 +95,7 @@ def _int_attr(fs, path):
         return None
 
 
-def read_device(fs, address):
+def read_device(fs: Any, address: str) -> dict[str, Any]:
     """The sysfs attributes of one device, as a dict (all strings hex without 0x)."""
     base = device_path(address)
     numa = _int_attr(fs, base + "/numa_node")
@@ -111,7 +112,7 @@ def read_device(fs, address):
     }
 
 
-def upstream_chain(fs, address):
+def upstream_chain(fs: Any, address: str) -> list[str]:
     """PCI addresses of the bridges above ``address``, nearest first, up to the root port.
 
     The upstream bridge is the parent directory of the device in the resolved /sys/devices path.
@@ -125,30 +126,30 @@ def upstream_chain(fs, address):
 
 
 # -- config space ----------------------------------------------------------------------------------
-def read_config(fs, address):
+def read_config(fs: Any, address: str) -> bytes:
     return fs.read_bytes(device_path(address) + "/config") or b""
 
 
-def _u8(cfg, off):
+def _u8(cfg: bytes, off: int) -> int | None:
     return cfg[off] if off < len(cfg) else None
 
 
-def _u16(cfg, off):
+def _u16(cfg: bytes, off: int) -> int | None:
     return struct.unpack_from("<H", cfg, off)[0] if off + 2 <= len(cfg) else None
 
 
-def _u32(cfg, off):
+def _u32(cfg: bytes, off: int) -> int | None:
     return struct.unpack_from("<I", cfg, off)[0] if off + 4 <= len(cfg) else None
 
 
-def capabilities(cfg):
+def capabilities(cfg: bytes) -> dict[int, int]:
     """Walk the conventional capability list from 0x34: {cap_id: offset} (first occurrence)."""
-    found = {}
+    found: dict[int, int] = {}
     status = _u16(cfg, 0x06)
     if status is None or not status & 0x10:
         return found
     ptr = (_u8(cfg, 0x34) or 0) & 0xFC
-    seen = set()
+    seen: set[int] = set()
     while ptr >= 0x40 and ptr not in seen and len(seen) < 48:
         seen.add(ptr)
         cap_id, nxt = _u8(cfg, ptr), _u8(cfg, ptr + 1)
@@ -159,11 +160,11 @@ def capabilities(cfg):
     return found
 
 
-def ext_capabilities(cfg):
+def ext_capabilities(cfg: bytes) -> dict[int, int]:
     """Walk the extended capability list from 0x100: {ecap_id: offset} (first occurrence)."""
-    found = {}
+    found: dict[int, int] = {}
     off = 0x100
-    seen = set()
+    seen: set[int] = set()
     while off >= 0x100 and off not in seen and len(seen) < 512:
         seen.add(off)
         header = _u32(cfg, off)
@@ -174,7 +175,7 @@ def ext_capabilities(cfg):
     return found
 
 
-def port_type(cfg):
+def port_type(cfg: bytes) -> str | None:
     """PCIe device/port type name from the PCI Express capability, or None (conventional PCI)."""
     off = capabilities(cfg).get(CAP_ID_EXP)
     if off is None:
@@ -186,7 +187,7 @@ def port_type(cfg):
     return PORT_TYPES.get(kind, f"type_0x{kind:x}")
 
 
-def acs_registers(cfg):
+def acs_registers(cfg: bytes) -> tuple[int, int, int] | None:
     """(offset, capability, control) of the ACS extended capability, or None when absent."""
     off = ext_capabilities(cfg).get(ECAP_ID_ACS)
     if off is None:
@@ -197,7 +198,7 @@ def acs_registers(cfg):
     return off, cap, ctrl
 
 
-def sriov_registers(cfg):
+def sriov_registers(cfg: bytes) -> tuple[int, int | None, int | None] | None:
     """(offset, total_vfs, num_vfs) of the SR-IOV extended capability, or None."""
     off = ext_capabilities(cfg).get(ECAP_ID_SRIOV)
     if off is None:
@@ -209,12 +210,12 @@ def sriov_registers(cfg):
 class PciIds:
     """Lazy lookups in the host's pci.ids (what lspci uses), one pass per vendor."""
 
-    def __init__(self, fs):
+    def __init__(self, fs: Any) -> None:
         self._fs = fs
-        self._text = None
-        self._vendors = {}
+        self._text: str | None = None
+        self._vendors: dict[str, dict[str, str]] = {}
 
-    def _load(self):
+    def _load(self) -> str:
         if self._text is None:
             self._text = ""
             for path in PCI_IDS_PATHS:
@@ -224,10 +225,10 @@ class PciIds:
                     break
         return self._text
 
-    def _vendor_table(self, vendor):
+    def _vendor_table(self, vendor: str) -> dict[str, str]:
         if vendor in self._vendors:
             return self._vendors[vendor]
-        table = {}
+        table: dict[str, str] = {}
         text = self._load()
         start = text.find(f"\n{vendor}  ")
         if start >= 0:
@@ -243,7 +244,7 @@ class PciIds:
         self._vendors[vendor] = table
         return table
 
-    def device_name(self, vendor, device):
+    def device_name(self, vendor: str, device: str) -> str | None:
         if not vendor or not device:
             return None
         return self._vendor_table(vendor.lower()).get(device.lower())

@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput, Unsupported
 
@@ -37,7 +39,9 @@ _REVISION_RULE = {
 }
 
 
-def _check(option, value, patterns, rules, what, mgr):
+def _check(
+    option: str, value: Any, patterns: Mapping[str, Any], rules: Mapping[str, str], what: str, mgr: str | None
+) -> Any:
     managers = [mgr] if mgr else list(patterns)
     if isinstance(value, str) and len(value) <= 255 and any(patterns[m].match(value) for m in managers):
         return value
@@ -48,19 +52,19 @@ def _check(option, value, patterns, rules, what, mgr):
     )
 
 
-def check_name(option, value, mgr=None):
+def check_name(option: str, value: Any, mgr: str | None = None) -> Any:
     """``value`` when it is a package name ``mgr`` ('apt' or 'dnf'; either when None) accepts, else InvalidInput
     naming ``option``."""
     return _check(option, value, NAME_RE, _NAME_RULE, "a valid package name", mgr)
 
 
-def check_revision(option, value, mgr=None):
+def check_revision(option: str, value: Any, mgr: str | None = None) -> Any:
     """``value`` when it is a package revision (Debian) or release (RPM) ``mgr`` accepts, else InvalidInput naming
     ``option``."""
     return _check(option, value, REVISION_RE, _REVISION_RULE, "a valid package revision", mgr)
 
 
-def manager(runner):
+def manager(runner: Any) -> str:
     """'apt' or 'dnf' by the tools present; Unsupported when neither."""
     if runner.which("dpkg-query") and runner.which("apt-get"):
         return "apt"
@@ -69,7 +73,7 @@ def manager(runner):
     raise Unsupported("no supported package manager: need dpkg-query and apt-get (Debian/Ubuntu) or rpm and dnf (RHEL)")
 
 
-def installed(runner, pattern):
+def installed(runner: Any, pattern: str) -> dict[str, str]:
     """Installed packages matching ``pattern`` (dpkg-query glob or exact RPM name): {name: version}."""
     found = {}
     if runner.which("dpkg-query"):
@@ -89,7 +93,7 @@ def installed(runner, pattern):
     return found
 
 
-def upstream_version(version):
+def upstream_version(version: str | None) -> str | None:
     """``570.124.06-1`` → ``570.124.06`` (epoch and package revision removed)."""
     if not version:
         return None
@@ -97,7 +101,7 @@ def upstream_version(version):
     return version.rsplit("-", 1)[0] if "-" in version else version
 
 
-def install(runner, mgr, name, version):
+def install(runner: Any, mgr: str, name: str, version: str) -> Any:
     """Install exactly ``name`` at ``version`` (mutating: skipped in check mode)."""
     if mgr == "apt":
         args = ["install", "-y", "-q", "--no-install-recommends", "--allow-downgrades", f"{name}={version}"]

@@ -10,6 +10,9 @@ for errors, mutating calls skipped in check mode."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import CommandFailed, ToolNotFound
 
 C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
@@ -32,7 +35,7 @@ TOOL_HINTS = {
 
 
 class CmdResult:
-    def __init__(self, argv, rc, out, err, skipped=False):
+    def __init__(self, argv: Iterable[str], rc: int, out: str, err: str, skipped: bool = False) -> None:
         self.argv = list(argv)
         self.rc = rc
         self.out = out
@@ -40,7 +43,7 @@ class CmdResult:
         self.skipped = skipped
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.rc == 0
 
 
@@ -52,23 +55,24 @@ class Runner:
     the same argv and environment answers from the first run (also in the runners :meth:`checking` makes from it).
     """
 
-    def __init__(self, module, check_mode=False):
+    def __init__(self, module: Any, check_mode: bool = False) -> None:
         self._module = module
         self.check_mode = check_mode
-        self._paths = {}
-        self.history = []
-        self.skipped = []
-        self._reads = None
-        self.on_popen = None  # called with each command's Popen as it starts (the Lease keeper stops a dead run's helm)
+        self._paths: dict[str, str | None] = {}
+        self.history: list[list[str]] = []
+        self.skipped: list[list[str]] = []
+        self._reads: dict[Any, tuple[int, str, str]] | None = None
+        # called with each command's Popen as it starts (the Lease keeper stops a dead run's helm)
+        self.on_popen: Callable[..., Any] | None = None
 
-    def remember_reads(self):
+    def remember_reads(self) -> None:
         """Answer repeated reads from the first run, for the rest of this module run. Only for a module that
         changes nothing on the host (gpu_host_preflight: its fix probes run in check mode and read what its fact
         gathering read a moment before), so a second read could only see what the first saw."""
         if self._reads is None:
             self._reads = {}
 
-    def checking(self):
+    def checking(self) -> Runner:
         """A runner for the same module that does not run mutating calls (a check-mode probe of another action)."""
         probe = Runner(self._module, check_mode=True)
         probe._paths = self._paths
@@ -76,23 +80,23 @@ class Runner:
         return probe
 
     # Seams for tests: resolve a binary, execute an argv.
-    def _resolve(self, tool):
+    def _resolve(self, tool: str) -> str | None:
         return self._module.get_bin_path(tool, required=False, opt_dirs=SBIN_DIRS)
 
-    def _exec(self, argv, env, data=None):
+    def _exec(self, argv: list[str], env: Mapping[str, str], data: bytes | str | None = None) -> tuple[int, str, str]:
         # the callback and the input only where set: every other command runs exactly as before
-        extra = {"before_communicate_callback": self.on_popen} if self.on_popen is not None else {}
+        extra: dict[str, Any] = {"before_communicate_callback": self.on_popen} if self.on_popen is not None else {}
         if data is not None:
             extra.update(data=data, binary_data=True)  # as given: no newline added
         return self._module.run_command(argv, environ_update=env, check_rc=False, **extra)
 
-    def which(self, tool):
+    def which(self, tool: str) -> str | None:
         """Absolute path of ``tool`` or None."""
         if tool not in self._paths:
             self._paths[tool] = self._resolve(tool)
         return self._paths[tool]
 
-    def require(self, tool):
+    def require(self, tool: str) -> str:
         path = self.which(tool)
         if not path:
             hint = TOOL_HINTS.get(tool, "install it")
@@ -101,7 +105,15 @@ class Runner:
             )
         return path
 
-    def run(self, tool, args, mutating=False, check=True, env=None, data=None):
+    def run(
+        self,
+        tool: str,
+        args: Iterable[Any],
+        mutating: bool = False,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+        data: bytes | str | None = None,
+    ) -> CmdResult:
         """Run ``tool`` with the argv tail ``args`` (``data``: text for its standard input). Raises CommandFailed
         (exact argv, rc, output) when ``check`` and rc != 0. In check mode a mutating call is not run and reports
         rc 0, skipped."""

@@ -159,17 +159,17 @@ def _mig_failed_reason(
     return "see the nvidia-mig-manager pod's log on the node"
 
 
-def _node_row(  # pylint: disable=too-many-arguments,too-many-positional-arguments,too-many-locals
-    pool,
-    name,
-    node,
-    gpus,
-    strategy,
-    slices,
-    pods,
-    configs,
-    mig_configs=None,
-):
+def _node_row(
+    pool: Mapping[str, Any],
+    name: str,
+    node: Mapping[str, Any],
+    gpus: Any,
+    strategy: Any,
+    slices: Any,
+    pods: Any,
+    configs: Any,
+    mig_configs: Any = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]], Any]:
     labels = _meta(node).get("labels") or {}
     model = pool["model"]
     expected = _sharing.expected_capacity(pool, gpus, strategy, mig_configs)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _pci
 from ansible_collections.gpuops.platform.plugins.module_utils._diff import DifferenceTracker, file_diff
@@ -33,7 +35,7 @@ RULE = 'ACTION=="add", SUBSYSTEM=="net", KERNELS=="%s", ATTR{device/sriov_numvfs
 RULE_KEY_RE = re.compile(r'KERNELS=="([^"]+)"')
 
 
-def resolve_pf(fs, pf, option="pf"):
+def resolve_pf(fs: Any, pf: str, option: str = "pf") -> str:
     """PCI address of the PF named by netdev or PCI address. Every error names ``option``, the option that gave
     the value (the module's pf)."""
     if not isinstance(pf, str) or not pf:
@@ -60,7 +62,7 @@ def resolve_pf(fs, pf, option="pf"):
     return address
 
 
-def read_state(fs, address):
+def read_state(fs: Any, address: str) -> dict[str, Any]:
     base = _pci.device_path(address)
     total = fs.read_attr(base + "/sriov_totalvfs")
     if total is None:
@@ -81,7 +83,7 @@ def read_state(fs, address):
     }
 
 
-def vf_addresses(fs, address):
+def vf_addresses(fs: Any, address: str) -> list[str | None]:
     """The VF addresses the PF's virtfnN links name, in N order; None for a link whose device is gone."""
     base = _pci.device_path(address)
     links = [n for n in fs.listdir(base) if n.startswith("virtfn") and n[6:].isdigit()]
@@ -89,17 +91,17 @@ def vf_addresses(fs, address):
     return [fs.link_name(f"{base}/{n}") if fs.exists(f"{base}/{n}") else None for n in links]
 
 
-def vfs_complete(vfs, count):
+def vfs_complete(vfs: Sequence[str | None], count: int) -> bool:
     """Whether exactly ``count`` VF devices exist (sriov_numvfs can read N while the VFs are missing, after
     a PF driver error or an interrupted run)."""
     return len(vfs) == count and all(vfs)
 
 
-def vf_details(fs, vfs):
+def vf_details(fs: Any, vfs: Sequence[str]) -> list[dict[str, Any]]:
     return [{"address": a, "netdevs": fs.listdir(_pci.device_path(a) + "/net")} for a in vfs]
 
 
-def check_request(state, num_vfs):
+def check_request(state: Mapping[str, Any], num_vfs: int) -> None:
     if num_vfs < 0:
         raise InvalidInput(f"num_vfs must be 0 or more, got {num_vfs}")
     if num_vfs > state["totalvfs"]:
@@ -109,7 +111,7 @@ def check_request(state, num_vfs):
         )
 
 
-def raise_hint(state):
+def raise_hint(state: Mapping[str, Any]) -> str:
     if state["vendor_id"] == "15b3":
         return (
             "Raise it in the NIC firmware: mlxconfig -d {} set SRIOV_EN=1 NUM_OF_VFS=<n>, then reboot (or "
@@ -118,7 +120,7 @@ def raise_hint(state):
     return "Raise it in the NIC firmware or BIOS SR-IOV settings (vendor tool), then reboot"
 
 
-def plan_writes(current, desired, complete=True):
+def plan_writes(current: int, desired: int, complete: bool = True) -> list[int]:
     """Values to write to sriov_numvfs: a non-zero count changes only through 0 (the kernel refuses
     non-zero → other non-zero with EBUSY). The right count with VF devices missing is re-created (0, then
     the count), so that a run never reports success over VFs that do not exist."""
@@ -129,7 +131,15 @@ def plan_writes(current, desired, complete=True):
     return [desired]
 
 
-def wait_for_vfs(fs, address, count, timeout, clock=time.monotonic, sleep=time.sleep, interval=0.25):
+def wait_for_vfs(
+    fs: Any,
+    address: str,
+    count: int,
+    timeout: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    interval: float = 0.25,
+) -> list[str | None]:
     deadline = clock() + timeout
     while True:
         vfs = vf_addresses(fs, address)
@@ -143,7 +153,7 @@ def wait_for_vfs(fs, address, count, timeout, clock=time.monotonic, sleep=time.s
         sleep(interval)
 
 
-def write_numvfs(fs, address, value):
+def write_numvfs(fs: Any, address: str, value: int) -> None:
     path = _pci.device_path(address) + "/sriov_numvfs"
     try:
         fs.write_attr(path, str(value))
@@ -155,19 +165,19 @@ def write_numvfs(fs, address, value):
 
 
 # -- persistence: one udev rule line per PF, other lines kept ----------------------------------------
-def render_rules(text, address, num_vfs):
+def render_rules(text: str | None, address: str, num_vfs: int) -> str | None:
     """New rules file text (None when no rule is left) with this PF's line set for ``num_vfs`` (0 removes)."""
     rules = [ln for ln in (text or "").splitlines() if ln.strip() and not ln.startswith("#")]
-    rules = [ln for ln in rules if RULE_KEY_RE.search(ln) is None or RULE_KEY_RE.search(ln).group(1) != address]
+    rules = [ln for ln in rules if RULE_KEY_RE.search(ln) is None or RULE_KEY_RE.search(ln).group(1) != address]  # type: ignore[union-attr]
     if num_vfs > 0:
         rules.append(RULE % (address, num_vfs))
     if not rules:
         return None
-    rules.sort(key=lambda ln: RULE_KEY_RE.search(ln).group(1) if RULE_KEY_RE.search(ln) else ln)
+    rules.sort(key=lambda ln: RULE_KEY_RE.search(ln).group(1) if RULE_KEY_RE.search(ln) else ln)  # type: ignore[union-attr]
     return RULES_HEADER + "\n".join(rules) + "\n"
 
 
-def _write_rules(fs, text):
+def _write_rules(fs: Any, text: str | None) -> None:
     """Write (or remove, for None) the rules file; an error names the rules file, never the temporary file that
     write_file makes next to it."""
     try:
@@ -183,14 +193,16 @@ def _write_rules(fs, text):
         ) from exc
 
 
-def check_params(params):
+def check_params(params: Mapping[str, Any]) -> None:
     """Option values that cannot be right, before anything is read or written."""
     for name in ("num_vfs", "timeout"):
         if params[name] < 0:
             raise InvalidInput(f"{name} must be 0 or more, got {params[name]}")
 
 
-def run(ctx, clock=time.monotonic, sleep=time.sleep):
+def run(
+    ctx: Any, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
+) -> dict[str, Any]:
     fs, params = ctx.fs, ctx.params
     check_params(params)
     address = resolve_pf(fs, params["pf"])

@@ -10,13 +10,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _sharing
 from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import AMD_GPU
 
 _DONE = ("Succeeded", "Failed")
 
 
-def gpu_resources(pod):
+def gpu_resources(pod: Mapping[str, Any]) -> list[str]:
     """The GPU resources the pod's containers request or limit (NVIDIA whole, shared or MIG; AMD), sorted; a pod
     with DRA resource claims adds ``resourceClaims``."""
     spec = pod.get("spec") or {}
@@ -28,7 +31,7 @@ def gpu_resources(pod):
     return out
 
 
-def gpu_workloads(pods, skip_namespaces=()):
+def gpu_workloads(pods: Iterable[Mapping[str, Any]], skip_namespaces: Collection[str] = ()) -> list[dict[str, Any]]:
     """Pods not finished that use GPUs (``gpu_resources``), outside ``skip_namespaces`` (the operators' namespaces,
     whose validator pods request a GPU): namespace, name, node (None while pending), phase and resources, sorted."""
     out = []

@@ -151,6 +151,8 @@ api_requests:
   sample: 3
 """
 
+from typing import Any  # noqa: E402
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _objects  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
@@ -160,7 +162,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def objects_info(ctx):
+def objects_info(ctx: Any) -> dict[str, Any]:
     queries = ctx.params["queries"]
     _objects.check_keys(queries)
     _k8s.require_client(ctx.module)
@@ -174,7 +176,7 @@ def objects_info(ctx):
     }
 
 
-def main():
+def main() -> None:
     run_module(objects_info, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

@@ -122,7 +122,7 @@ ARGUMENT_SPEC = {
 }
 
 
-def main():
+def main() -> None:
     run_module(_fabricmanager.run, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

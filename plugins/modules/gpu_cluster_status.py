@@ -768,6 +768,9 @@ api_requests:
   sample: 6
 """
 
+from collections.abc import Mapping  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s, _readiness  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
@@ -817,7 +820,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def new_waiter(params, check_mode):
+def new_waiter(params: Mapping[str, Any], check_mode: bool) -> _readiness.Waiter | _readiness.NullWaiter:
     """The waiter for O(wait): none without it, a single look in check mode."""
     wait = params.get("wait")
     if not wait or check_mode:
@@ -831,7 +834,7 @@ def new_waiter(params, check_mode):
     return _readiness.Waiter(timeout=wait["timeout"], interval=wait["sleep"])
 
 
-def status(ctx):
+def status(ctx: Any) -> dict[str, Any]:
     _k8s.require_client(ctx.module)
     waiter = new_waiter(ctx.params, ctx.check_mode)
     reader = _k8s.new_reader(ctx.params)
@@ -850,7 +853,7 @@ def status(ctx):
     return result
 
 
-def main():
+def main() -> None:
     run_module(status, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

@@ -146,15 +146,17 @@ ansible_facts:
           type: dict
 """
 
+from typing import Any  # noqa: E402
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _hostfacts  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
 
-def gather(ctx):
+def gather(ctx: Any) -> dict[str, Any]:
     return {"changed": False, "ansible_facts": {"gpuops_host": _hostfacts.gather(ctx.fs, ctx.runner)}}
 
 
-def main():
+def main() -> None:
     run_module(gather, argument_spec={}, supports_check_mode=True)
 
 

@@ -379,7 +379,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._module import run
 ARGUMENT_SPEC = _preflight.ARGUMENT_SPEC
 
 
-def main():
+def main() -> None:
     run_module(
         _preflight.run,
         argument_spec=ARGUMENT_SPEC,

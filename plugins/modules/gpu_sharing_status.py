@@ -172,6 +172,8 @@ api_requests:
   type: int
 """
 
+from typing import Any  # noqa: E402
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _readiness, _sharing, _sharing_status  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
@@ -193,7 +195,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def status(ctx):
+def status(ctx: Any) -> dict[str, Any]:
     params = ctx.params
     bad = _sharing.pool_input_findings(params["pools"], params["mig_strategy"])
     bad += _sharing.mig_configs_input_findings(params.get("mig_configs"))
@@ -209,7 +211,7 @@ def status(ctx):
     pools = params["pools"]
     dra = any(p.get("model") == "dra" for p in pools)
 
-    def probe():
+    def probe() -> tuple[dict[str, Any], list[_readiness.NotReady]]:
         raw = _sharing_status.collect(reader, params["namespace"], params.get("config_map"), dra)
         got = _sharing_status.view(raw, pools, params)
         return got, got["not_ready"]
@@ -257,7 +259,7 @@ def status(ctx):
     return result
 
 
-def main():
+def main() -> None:
     run_module(status, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

@@ -116,6 +116,8 @@ tags:
 
 import json  # noqa: E402
 import os  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+from typing import Any  # noqa: E402
 
 from ansible.module_utils.urls import open_url  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_oci  # noqa: E402
@@ -133,19 +135,19 @@ ARGUMENT_SPEC = {
 }
 
 
-def _get_json(url, ca_file, timeout, headers=None):
+def _get_json(url: str, ca_file: str | None, timeout: float, headers: Mapping[str, str] | None = None) -> Any:
     with open_url(url, headers=headers or {}, ca_path=ca_file, timeout=timeout, follow_redirects="safe") as r:
         return json.loads(r.read() or b"{}")
 
 
-def list_tags(ref, ca_file, timeout):
+def list_tags(ref: str, ca_file: str | None, timeout: float) -> list[str]:
     """The registry's tags of ``ref`` (anonymous bearer token when it asks for one); raises on any failure."""
     url, name = _helm_oci.tags_url(ref)
     try:
         return list(_get_json(url, ca_file, timeout).get("tags") or [])
     except Exception as exc:  # pylint: disable=broad-exception-caught
         code = getattr(exc, "code", None)
-        challenge = _helm_oci.bearer_challenge(exc.headers.get("WWW-Authenticate", "")) if code == 401 else {}
+        challenge = _helm_oci.bearer_challenge(exc.headers.get("WWW-Authenticate", "")) if code == 401 else {}  # type: ignore[attr-defined]
         if not challenge.get("realm"):
             raise
     query = f"service={challenge.get('service', '')}&scope=repository:{name}:pull"
@@ -154,7 +156,7 @@ def list_tags(ref, ca_file, timeout):
     return list(_get_json(url, ca_file, timeout, {"Authorization": f"Bearer {bearer}"}).get("tags") or [])
 
 
-def _read_chart_yaml(path):
+def _read_chart_yaml(path: str) -> dict[str, Any]:
     meta = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -164,7 +166,7 @@ def _read_chart_yaml(path):
     return meta
 
 
-def pull(ctx):
+def pull(ctx: Any) -> dict[str, Any]:
     p = ctx.params
     caller, version, timeout = p["caller"], p["chart_version"], p["timeout"]
     try:
@@ -201,7 +203,7 @@ def pull(ctx):
     return {"failed": True, "msg": msg, "ref": ref, "version": version, "reason": rid, "tags": tags, "cmd": r.argv}
 
 
-def main():
+def main() -> None:
     run_module(pull, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

@@ -155,6 +155,8 @@ diff:
 import contextlib  # noqa: E402 - after the documentation, as ansible-test expects
 import json  # noqa: E402
 import os  # noqa: E402
+from collections.abc import Iterator, Mapping  # noqa: E402
+from typing import Any  # noqa: E402
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s, _lease  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import CommandFailed, GpuOpsError  # noqa: E402
@@ -184,7 +186,7 @@ ARGUMENT_SPEC = {
 }
 
 
-def _chart_meta(chart_path):
+def _chart_meta(chart_path: str) -> tuple[str, str]:
     import yaml  # a dependency of ansible-core
 
     path = os.path.join(chart_path, "Chart.yaml")
@@ -196,7 +198,7 @@ def _chart_meta(chart_path):
     return str(meta.get("name")), str(meta.get("version"))
 
 
-def present(ctx, helm, p):
+def present(ctx: Any, helm: Any, p: Mapping[str, Any]) -> dict[str, Any]:
     if not p["chart_path"]:
         raise GpuOpsError("chart_path is required with state=present (the unpacked chart directory)")
     chart, version = _chart_meta(p["chart_path"])
@@ -206,7 +208,7 @@ def present(ctx, helm, p):
     reasons = _helm_release.plan(installed, have_values, chart, version, p["values"])
     if recovery[0] != "apply":
         reasons = [_recovery_reason(p, installed, recovery), *reasons]
-    result = {"changed": bool(reasons), "reasons": reasons, "recovered": None}
+    result: dict[str, Any] = {"changed": bool(reasons), "reasons": reasons, "recovered": None}
     result["revision"] = installed.get("revision") if installed else None
     result["status"] = installed.get("status") if installed else None
     if not reasons:
@@ -256,7 +258,7 @@ def present(ctx, helm, p):
     return result
 
 
-def _recovery(helm, p, installed):
+def _recovery(helm: Any, p: Mapping[str, Any], installed: Any) -> tuple[str, Any]:
     """("apply", None) unless the release is pending (see _helm_release.pending_recovery); a pending release that no
     Lease shows to be a dead run's fails here, naming it, before anything is changed."""
     status = (installed or {}).get("status")
@@ -282,7 +284,7 @@ def _recovery(helm, p, installed):
     return recovery
 
 
-def _recovery_reason(p, installed, recovery):
+def _recovery_reason(p: Mapping[str, Any], installed: Mapping[str, Any], recovery: Any) -> str:
     lock = p["lock"]
     whose = (
         f"{lock['previous_holder']}; its Lease {lock['found']}"
@@ -299,7 +301,7 @@ def _recovery_reason(p, installed, recovery):
     )
 
 
-def _recover(ctx, helm, p, installed, recovery):
+def _recover(ctx: Any, helm: Any, p: Mapping[str, Any], installed: Mapping[str, Any], recovery: Any) -> None:
     timeout = ["--wait", "--timeout", f"{p['wait_timeout']}s"]
     where = (
         f"release {p['namespace']}/{p['name']} was {installed.get('status')} at revision {installed.get('revision')}"
@@ -325,7 +327,7 @@ def _recover(ctx, helm, p, installed, recovery):
 
 
 @contextlib.contextmanager
-def _kept(ctx, p):
+def _kept(ctx: Any, p: Mapping[str, Any]) -> Iterator[Any]:
     """While the block runs helm: the run's Lease checked (still ours) and renewed, the run's process watched."""
     lock = p["lock"]
     if not lock:
@@ -377,7 +379,7 @@ def _kept(ctx, p):
         )
 
 
-def absent(ctx, helm, p):
+def absent(ctx: Any, helm: Any, p: Mapping[str, Any]) -> dict[str, Any]:
     installed = helm.metadata(p["name"])
     result = {"changed": installed is not None, "reasons": [], "revision": None, "status": None}
     if installed is None:
@@ -395,13 +397,13 @@ def absent(ctx, helm, p):
     return result
 
 
-def apply(ctx):
+def apply(ctx: Any) -> dict[str, Any]:
     p = ctx.params
     helm = Helm(ctx)
     return present(ctx, helm, p) if p["state"] == "present" else absent(ctx, helm, p)
 
 
-def main():
+def main() -> None:
     run_module(
         apply, argument_spec=ARGUMENT_SPEC, supports_check_mode=True, required_if=[("state", "present", ["chart_path"])]
     )

@@ -147,6 +147,8 @@ status:
   sample: deployed
 """
 
+from typing import Any  # noqa: E402
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._helm_cli import Helm  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
@@ -168,14 +170,14 @@ ARGUMENT_SPEC = {
 }
 
 
-def _namespace_labels(ctx):
+def _namespace_labels(ctx: Any) -> dict[str, Any] | None:
     """The release namespace's labels; None when it does not exist."""
     _k8s.require_client(ctx.module)
     obj = _k8s.new_reader(ctx.params).namespace(ctx.params["namespace"])
     return None if obj is None else dict((obj.get("metadata") or {}).get("labels") or {})
 
 
-def _lease_holder(ctx, name):
+def _lease_holder(ctx: Any, name: str) -> tuple[bool, Any]:
     """(exists, holder) of the release's Lease in lock_namespace."""
     _k8s.require_client(ctx.module)
     ns = ctx.params["lock_namespace"]
@@ -185,7 +187,7 @@ def _lease_holder(ctx, name):
     return (obj is not None, ((obj or {}).get("spec") or {}).get("holderIdentity"))
 
 
-def _leftovers(ctx):
+def _leftovers(ctx: Any) -> list[str]:
     """What a run that was killed left of this release: its chart copies, its Lease."""
     import glob
     import os
@@ -207,7 +209,7 @@ def _leftovers(ctx):
     return out
 
 
-def info(ctx):
+def info(ctx: Any) -> dict[str, Any]:
     p = ctx.params
     helm = Helm(ctx)
     installed = helm.metadata(p["name"])
@@ -233,7 +235,7 @@ def info(ctx):
     }
 
 
-def main():
+def main() -> None:
     run_module(info, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

@@ -124,6 +124,7 @@ import os  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from typing import Any  # noqa: E402
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s, _lease  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
@@ -144,7 +145,7 @@ POLL = 2.0
 _now = _lease.now
 
 
-def _left_copies(prefix):
+def _left_copies(prefix: str) -> list[str]:
     """Directories named <prefix>* in the temporary directory (the prefix names one release)."""
     if not prefix or os.sep in prefix:
         return []
@@ -152,13 +153,14 @@ def _left_copies(prefix):
     return sorted(p for p in glob.glob(pattern) if os.path.isdir(p) and not os.path.islink(p))
 
 
-def lock(ctx):
+def lock(ctx: Any) -> dict[str, Any]:
     _k8s.require_client(ctx.module)
     p = ctx.params
     name = _helm_release.lease_name(p["release"], p["namespace"])
     leases = _lease.Leases(_k8s.new_api_client(p), p["lease_namespace"])
-    result = {"changed": False, "lease": f"{p['lease_namespace']}/{name}"}
+    result: dict[str, Any] = {"changed": False, "lease": f"{p['lease_namespace']}/{name}"}
     deadline = time.monotonic() + max(p["wait"], 0)
+    spec: Any  # the Lease spec; set whenever lease_decision says "wait"
     try:
         while True:
             obj, spec = leases.read(name)
@@ -213,7 +215,7 @@ def lock(ctx):
         ) from exc
 
 
-def main():
+def main() -> None:
     run_module(lock, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

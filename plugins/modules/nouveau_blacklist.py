@@ -89,7 +89,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._module import run
 ARGUMENT_SPEC = {"state": {"type": "str", "choices": ["present", "absent"], "default": "present"}}
 
 
-def main():
+def main() -> None:
     run_module(_nouveau.run, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

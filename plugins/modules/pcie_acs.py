@@ -125,7 +125,7 @@ ARGUMENT_SPEC = {
 }
 
 
-def main():
+def main() -> None:
     run_module(_acs.run, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

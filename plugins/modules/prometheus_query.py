@@ -165,6 +165,8 @@ health:
 
 import json  # noqa: E402 - after the documentation, as ansible-test expects
 import urllib.error  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+from typing import Any  # noqa: E402
 
 from ansible.module_utils.urls import open_url  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import (  # noqa: E402
@@ -209,7 +211,7 @@ class _Unreachable(Exception):
     pass
 
 
-def _by_url(params, name, query):
+def _by_url(params: Mapping[str, Any], name: str, query: str) -> Any:
     url = params["url"].rstrip("/") + _prometheus.query_path(query)
     try:
         resp = open_url(url, timeout=params["timeout"], validate_certs=params["url_validate_certs"])
@@ -220,7 +222,7 @@ def _by_url(params, name, query):
         raise _Unreachable(f"Prometheus at {params['url']} cannot be reached: {exc}") from exc
 
 
-def _by_service(reader, params, name, query):
+def _by_service(reader: Any, params: Mapping[str, Any], name: str, query: str) -> Any:
     svc = params["service"]
     prefix = _prometheus.proxy_prefix(svc["namespace"], svc["name"], svc["port"])
     what = f"Prometheus service {svc['namespace']}/{svc['name']}:{svc['port']} (query {name})"
@@ -233,7 +235,7 @@ def _by_service(reader, params, name, query):
     return _prometheus.parse(name, query, 200, json.dumps(doc))
 
 
-def _ask(reader, p, queries):
+def _ask(reader: Any, p: Mapping[str, Any], queries: Mapping[str, str]) -> dict[str, Any]:
     out = {}
     for name, query in queries.items():
         if p["url"]:
@@ -243,7 +245,7 @@ def _ask(reader, p, queries):
     return out
 
 
-def _health(reader, p):
+def _health(reader: Any, p: Mapping[str, Any]) -> tuple[Any, Any]:
     """The health check, asked again (the collection's readiness Waiter) until no node differs or the timeout."""
     spec = p["gpu_health"]
     expected = _monitoring.expected_gpus(spec["nodes"]) if spec["gpus"] else {}
@@ -251,7 +253,7 @@ def _health(reader, p):
     if spec["telemetry"]:
         queries["telemetry_up"] = _monitoring.TELEMETRY_UP_QUERY
 
-    def probe():
+    def probe() -> tuple[tuple[Any, Any], list[_readiness.NotReady]]:
         got = _ask(reader, p, queries)
         health = _monitoring.health_findings(expected, got.get("up", []), got.get("gpu_series", []))
         if spec["telemetry"]:
@@ -274,7 +276,7 @@ def _health(reader, p):
     return got, health
 
 
-def run(ctx):
+def run(ctx: Any) -> dict[str, Any]:
     p = ctx.params
     via = "url" if p["url"] else "service proxy"
     if not p["queries"] and not p["gpu_health"] and not p["gpu_overview"]:
@@ -296,7 +298,7 @@ def run(ctx):
     return {**result, "results": results, "reachable": True}
 
 
-def main():
+def main() -> None:
     run_module(
         run,
         argument_spec=ARGUMENT_SPEC,

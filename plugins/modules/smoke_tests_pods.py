@@ -79,6 +79,9 @@ elapsed:
   type: float
 """
 
+from collections.abc import Mapping, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
+
 from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _owned, _readiness, _smoke  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
@@ -97,7 +100,9 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def waiting_pods(plan, pods, phase):
+def waiting_pods(
+    plan: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], phase: int | None
+) -> list[_readiness.NotReady]:
     """The pods of ``phase`` that have not settled, as NotReady (the role's rule: ``_smoke.results``)."""
     judged = _smoke.results(plan, pods, {}, False, "", phase)
     return [
@@ -108,7 +113,7 @@ def waiting_pods(plan, pods, phase):
     ]
 
 
-def run(ctx):
+def run(ctx: Any) -> dict[str, Any]:
     _k8s.require_client(ctx.module)
     p = ctx.params
     wait = p["wait"]
@@ -121,7 +126,7 @@ def run(ctx):
         )
     reader = _k8s.new_reader(p)
 
-    def probe():
+    def probe() -> tuple[Any, list[_readiness.NotReady]]:
         pods = [pod for pod in reader.core("pods", p["namespace"]) if _owned.is_owned(pod, OWNER_LABELS)]
         return pods, (waiting_pods(p["plan"], pods, p["phase"]) if wait else [])
 
@@ -140,7 +145,7 @@ def run(ctx):
     }
 
 
-def main():
+def main() -> None:
     run_module(run, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

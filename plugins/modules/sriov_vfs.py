@@ -134,7 +134,7 @@ ARGUMENT_SPEC = {
 }
 
 
-def main():
+def main() -> None:
     run_module(_sriov.run, argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 
