@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from gpuops_lab.testing import snapshot
+from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
 TEAM = {"name": "t", "cohort": "all", "namespaces": ["t"]}
@@ -52,8 +53,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("extra", "names"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_a_late_rule_stops_the_run_before_its_first_change(cluster, tmp_path, extra, names):
+def refused_before_any_change(cluster, tmp_path, extra, names):
+    """Run site.yml with ``extra``; assert it stopped in the run's preflight, naming ``names``, and changed nothing."""
     extra_file = tmp_path / "extra.json"
     extra_file.write_text(json.dumps(extra))
     env = {
@@ -76,8 +77,42 @@ def test_a_late_rule_stops_the_run_before_its_first_change(cluster, tmp_path, ex
     assert r.returncode == 2, out[-4000:]
     assert names in out, out[-4000:]
     assert "nothing was changed" in out.lower(), out[-4000:]
-    # the run stopped in its preflight: no task of a layer that changes the cluster ran
+    # the run stopped in its preflight: no task of the host plane or of a layer that changes the cluster ran
     assert "TASK [gpuops.platform.helm_release" not in out, out[-4000:]
+    assert "TASK [gpuops.platform.host_prep" not in out, out[-4000:]
     assert {
         k: (before.get(k), after.get(k)) for k in before.keys() | after.keys() if before.get(k) != after.get(k)
     } == {}
+
+
+@pytest.mark.parametrize(("extra", "names"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_late_rule_stops_the_run_before_its_first_change(cluster, tmp_path, extra, names):
+    refused_before_any_change(cluster, tmp_path, extra, names)
+
+
+def test_a_second_nfd_stops_the_run_before_the_host_plane(cluster, namespace, tmp_path):
+    """An NFD worker DaemonSet of another release (an operator's bundled NFD) was refused by the nfd role's preflight,
+    after the host plane had changed the hosts; the plan refuses it first."""
+    apps = client.AppsV1Api(cluster.api_client)
+    labels = {"app.kubernetes.io/name": "node-feature-discovery", "role": "worker"}
+    apps.create_namespaced_daemon_set(
+        namespace,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "bundled-nfd-worker", "labels": labels},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {"gpuops.test/no-such-node": "true"},  # no pod: only the object matters
+                        "containers": [
+                            {"name": "worker", "image": "registry.k8s.io/nfd/node-feature-discovery:v0.19.0"}
+                        ],
+                    },
+                },
+            },
+        },
+    )
+    refused_before_any_change(cluster, tmp_path, {}, f"NFD worker DaemonSet {namespace}/bundled-nfd-worker")
