@@ -16,7 +16,9 @@ TASK = re.compile(r"^      (.*)\tTAGS: \[(.*)\]$")
 
 
 def plays_that_act(tag: str) -> set[str]:
-    """The plays with at least one task that runs under --tags TAG and is not an always-run input check."""
+    """The plays with at least one task that runs under --tags TAG and is not an always-run input check. A role the
+    play includes ("Apply <role>": include_role, tagged always so that any --tags reaches it) acts when the play's tags,
+    which its tasks inherit, have TAG."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     r = subprocess.run(
         ["ansible-playbook", "site.yml", "-i", "inventories/local", "--list-tasks", "--tags", tag],
@@ -31,8 +33,10 @@ def plays_that_act(tag: str) -> set[str]:
     for line in r.stdout.splitlines():
         if m := PLAY.match(line):
             play = m.group(1).split(" (")[0]
-        elif (m := TASK.match(line)) and play and "always" not in [t.strip() for t in m.group(2).split(",")]:
-            acting.add(play)
+        elif (m := TASK.match(line)) and play:
+            tags = [t.strip() for t in m.group(2).split(",")]
+            if "always" not in tags or (m.group(1).startswith("Apply ") and tag in tags):
+                acting.add(play)
     return acting
 
 
