@@ -812,3 +812,18 @@ def test_a_uniform_fleet_gives_one_finding_per_rule():
     assert "PF ibp24s0 (0000:99:00.0) on host odd-node" in above[1]["cause"]
     (owners,) = [f for f in found if f["id"] == "sriov-pf-two-owners"]
     assert owners["evidence"][0] == "host_prep_sriov_vfs on hosts dgx-0000, dgx-0001, dgx-0002 and 997 more sets 8 VFs"
+
+
+def test_webhook_findings_name_the_variable_and_the_chart_value():
+    (f,) = sp.webhook_findings({"enable_operator_webhook": True}, {}, "standalone")
+    assert f["id"] == "sriov-webhook-without-certificates" and f["severity"] == "error"
+    assert f["object"]["name"] == "sriov_network_operator_config.enable_operator_webhook"
+    assert "refuses every SriovNetworkNodePolicy" in f["cause"]
+    assert "operator.admissionControllers.enabled: true" in f["fix"]
+    (f,) = sp.webhook_findings({"enable_injector": True}, None, "standalone")
+    assert f["object"]["name"] == "sriov_network_operator_config.enable_injector"
+    assert "refuses" not in f["cause"]
+    ok = {"operator": {"admissionControllers": {"enabled": True}}}
+    assert sp.webhook_findings({"enable_injector": True, "enable_operator_webhook": True}, ok, "standalone") == []
+    assert sp.webhook_findings({"enable_operator_webhook": True}, {"operator": None}, "standalone") != []
+    assert sp.webhook_findings("bad", {}, "standalone") == []  # _operator_config reports a config that is no mapping
