@@ -29,7 +29,7 @@ import statistics
 import sys
 import time
 
-from gpuops_lab import nodes
+from gpuops_lab import nodes, sriov
 from gpuops_lab.config import REPO, LabConfig
 from gpuops_lab.k8s import ensure_crd, wait_for
 from kubernetes import client
@@ -44,10 +44,10 @@ WAIT_TARGETS = _cluster_status.wait_targets({"objects": [{"kind": "ClusterPolicy
 NET_NS = "bench-network"
 NETWORK = {"namespace": NET_NS, "sriov_namespace": NET_NS}
 CHARTS = REPO / "tests/fixtures/charts"
-NET_CRDS = [
-    CHARTS / "network-operator/26.4.1/crds/mellanox.com_nicclusterpolicies.yaml",
-    CHARTS / "sriov-network-operator/1.6.0/crds/sriovnetwork.openshift.io_sriovnetworknodestates.yaml",
-]
+# the NicClusterPolicy CRD (fixture) and the SriovNetworkNodeState CRD of upstream's SR-IOV chart (the lab's build
+# cache, gpuops_lab.sriov.chart_dir)
+NET_CRDS = [CHARTS / "network-operator/26.4.1/crds/mellanox.com_nicclusterpolicies.yaml"]
+SNNS_CRD = "crds/sriovnetwork.openshift.io_sriovnetworknodestates.yaml"
 BENCH_INSTANCE = {"sim.gpuops.io/instance": "bench-cs"}
 SNNS = ("sriovnetwork.openshift.io", "v1", NET_NS, "sriovnetworknodestates")
 NETWORK_FINDINGS = ("ofed-", "rdma-", "sriov-", "nicclusterpolicy-", "network-", "peermem-")
@@ -68,7 +68,7 @@ class Network:
     def setup(self) -> None:
         wait_for(self._gone, 120, 1.0)  # a namespace left Terminating by an earlier run
         self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NET_NS)))
-        for crd in NET_CRDS:
+        for crd in [*NET_CRDS, sriov.chart_dir() / SNNS_CRD]:
             ensure_crd(self.api, crd)
         policy = {
             "apiVersion": "mellanox.com/v1alpha1",

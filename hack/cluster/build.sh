@@ -127,24 +127,36 @@ build_nfd() { # nfd-master only: the lab plays nfd-worker (NodeFeature objects),
   stamp "$out.tmp" nfd-master; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
-build_nfd_chart() { # the upstream NFD Helm chart (issue 27 §6): the lab's chart repository serves it, not a fixture.
-  # A cache entry of its own: a machine whose binaries are cached (and whose Go module cache may be empty) still
-  # fetches it. Read from the module zip at the pinned version, never committed.
-  local out="$CACHE/charts/node-feature-discovery-v$NFD_VERSION" mod=sigs.k8s.io/node-feature-discovery
-  local files
+fetch_chart() { # fetch_chart LABEL MOD VERSION DIR NAME: an upstream Helm chart (issue 27 §6) the lab's chart repository
+  # serves in place of a fixture: DIR of module MOD at VERSION copied into $CACHE/charts/NAME-vVERSION/NAME with a
+  # SHA256SUMS stamp. A cache entry of its own: a machine whose binaries are cached (and whose Go module cache may be
+  # empty) still fetches it. Read from the module zip at the pinned version, never committed. Upstream's Chart.yaml in
+  # git carries a placeholder version; its release sets VERSION when packaging, and so does the lab
+  # (hack/gpuops_lab/charts.py: helm package --version VERSION --app-version vVERSION).
+  local label=$1 mod=$2 version=$3 sub=$4 name=$5
+  local out="$CACHE/charts/$name-v$version" files dir
   if [ -f "$out/SHA256SUMS" ] && (cd "$out" && sha256sum --quiet -c SHA256SUMS >/dev/null 2>&1) \
-     && [ -f "$out/node-feature-discovery/Chart.yaml" ]; then echo "nfd chart v$NFD_VERSION: cached in $out"; return; fi
+     && [ -f "$out/$name/Chart.yaml" ]; then echo "$label chart v$version: cached in $out"; return; fi
   rm -rf "$out" "$out.tmp"; mkdir -p "$out.tmp"
-  echo "nfd chart v$NFD_VERSION: fetching $mod@v$NFD_VERSION (deployment/helm/node-feature-discovery)"
-  local dir
-  dir=$(cd "$out.tmp" && GOFLAGS= go mod download -json "$mod@v$NFD_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -f "$dir/deployment/helm/node-feature-discovery/Chart.yaml" ] || { echo "build.sh: $mod@v$NFD_VERSION has no deployment/helm/node-feature-discovery/Chart.yaml (module dir '$dir')" >&2; exit 1; }
-  cp -r "$dir/deployment/helm/node-feature-discovery" "$out.tmp/node-feature-discovery"; chmod -R u+w "$out.tmp"
-  # Its Chart.yaml says version 0.2.1: upstream's release sets $NFD_VERSION when packaging, and so does the lab
-  # (hack/gpuops_lab/charts.py: helm package --version).
-  files=$(cd "$out.tmp" && find node-feature-discovery -type f | LC_ALL=C sort)
+  echo "$label chart v$version: fetching $mod@v$version ($sub)"
+  dir=$(cd "$out.tmp" && GOFLAGS= go mod download -json "$mod@v$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -f "$dir/$sub/Chart.yaml" ] || { echo "build.sh: $mod@v$version has no $sub/Chart.yaml (module dir '$dir')" >&2; exit 1; }
+  cp -r "$dir/$sub" "$out.tmp/$name"; chmod -R u+w "$out.tmp"
+  files=$(cd "$out.tmp" && find "$name" -type f | LC_ALL=C sort)
   # shellcheck disable=SC2086
   stamp "$out.tmp" $files; mv "$out.tmp" "$out"
+}
+
+build_nfd_chart() { # the upstream NFD Helm chart; its Chart.yaml in git says version 0.2.1
+  fetch_chart nfd sigs.k8s.io/node-feature-discovery "$NFD_VERSION" deployment/helm/node-feature-discovery \
+    node-feature-discovery
+}
+
+build_sriov_chart() { # the upstream SR-IOV Network Operator Helm chart (named sriov-network-operator-chart); its
+  # Chart.yaml in git says version 0.0.0-dev, appVersion v0.0.0-dev, and values.yaml names its images without tags
+  # (upstream's hack/release/chart-update.sh stamps them at release time; the lab runs no image)
+  fetch_chart sriov github.com/k8snetworkplumbingwg/sriov-network-operator "$SRIOV_VERSION" \
+    deployment/sriov-network-operator-chart sriov-network-operator-chart
 }
 
 build_sriov() { # the SR-IOV Network Operator (the operator only): the lab plays its config daemon and device plugin
@@ -303,9 +315,10 @@ build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4
 
 what=${1:-all}
 case "$what" in
-  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; nfd-chart) build_nfd_chart ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
-  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov; build_registry; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue; build_volcano ;;
-  # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS; the NFD chart too): no OCI registry, SR-IOV operator or Volcano
-  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue ;;
-  *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|nfd-chart|sriov|registry|prometheus|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
+  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; nfd-chart) build_nfd_chart ;; sriov-chart) build_sriov_chart ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
+  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov; build_sriov_chart; build_registry; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue; build_volcano ;;
+  # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS; the NFD and SR-IOV charts too: the chart
+  # repository packages every upstream chart): no OCI registry, SR-IOV operator or Volcano
+  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov_chart; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue ;;
+  *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|nfd-chart|sriov|sriov-chart|registry|prometheus|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
 esac

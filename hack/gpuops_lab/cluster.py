@@ -284,7 +284,7 @@ class Lab:
         if name == "sriov-network-operator":
             from kubernetes import config
 
-            sriov.ensure_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)))
+            sriov.ensure_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)), cfg=self.cfg)
         if name == "kueue":
             kueue.ensure_prereqs(self._api(), self.cfg)
         if name == "vc-scheduler":

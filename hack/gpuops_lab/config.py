@@ -15,7 +15,8 @@ CHARTS_DIR = REPO / "tests" / "fixtures" / "charts"
 # Upstream charts the lab's chart repository serves in place of a fixture (issue 27 §6): chart name -> the
 # versions.env key of its pinned version. hack/cluster/build.sh copies each out of its Go module zip into
 # <cache>/charts/<name>-v<version>/<name> (with a SHA256SUMS stamp); charts.py packages it at that version.
-UPSTREAM_CHARTS = {"node-feature-discovery": "NFD_VERSION"}
+# The SR-IOV Network Operator's chart is named sriov-network-operator-chart (deployment/sriov-network-operator-chart).
+UPSTREAM_CHARTS = {"node-feature-discovery": "NFD_VERSION", "sriov-network-operator-chart": "SRIOV_VERSION"}
 LOCAL_INVENTORY = REPO / "inventories" / "local" / "hosts.yml"
 
 # name -> (env var, default)

@@ -3,8 +3,9 @@ built by hack/cluster/build.sh) runs out of cluster; the simulator plays its con
 kwok nodes (simulator/handlers/sriov.py: SriovNetworkNodeState status, VFs, allocatable resources).
 
 Before it starts the operator needs (main.go, checked against v1.6.0): the CRDs of the kinds it watches (the
-eight of the fixture chart, NetworkAttachmentDefinition included, else its informers never sync), its namespace,
-and the chart's `supported-nic-ids` ConfigMap there (initNicIDMap: it exits without). The lab creates that
+eight of upstream's chart, crds/ of deployment/sriov-network-operator-chart in the build cache, config.UPSTREAM_CHARTS;
+NetworkAttachmentDefinition included, else its informers never sync), its namespace, and the chart's
+`supported-nic-ids` ConfigMap there (templates/configmap.yaml; initNicIDMap: it exits without). The lab creates that
 ConfigMap with Helm's ownership metadata for the release `sriov-network-operator` in namespace
 `sriov-network-operator`, so the role's chart install adopts it instead of failing on an object it does not own.
 The operator then reconciles the SriovOperatorConfig `default`, policies and networks in that namespace only, so
@@ -26,7 +27,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from .config import CHARTS_DIR
+from .config import LabConfig
 from .errors import LabError
 from .k8s import ensure_crd
 
@@ -34,16 +35,21 @@ VERSION_KEY = "SRIOV_VERSION"
 NAMESPACE = "sriov-network-operator"
 RELEASE = "sriov-network-operator"
 RESOURCE_PREFIX = "openshift.io"
-CHART_DIR = CHARTS_DIR / "sriov-network-operator" / "1.6.0"
-CRDS_DIR = CHART_DIR / "crds"
-NIC_IDS_TEMPLATE = CHART_DIR / "templates" / "configmap.tpl"
+CHART = "sriov-network-operator-chart"  # upstream's chart name (config.UPSTREAM_CHARTS)
 IMAGE_REPO = "ghcr.io/k8snetworkplumbingwg"
 
 
-def crd_files() -> list[Path]:
-    files = sorted(CRDS_DIR.glob("*.yaml"))
+def chart_dir(cfg: LabConfig | None = None) -> Path:
+    """Upstream's chart (deployment/sriov-network-operator-chart) in the build cache."""
+    return (cfg or LabConfig.load()).upstream_chart_dir(CHART)
+
+
+def crd_files(cfg: LabConfig | None = None) -> list[Path]:
+    crds = chart_dir(cfg) / "crds"
+    files = sorted(crds.glob("*.yaml"))
     if not files:
-        raise LabError(f"no SR-IOV Network Operator CRDs in {CRDS_DIR}: the fixture chart is incomplete")
+        fix = "fetch the upstream chart with hack/cluster/build.sh sriov-chart"
+        raise LabError(f"no SR-IOV Network Operator CRDs in {crds}: {fix}")
     return files
 
 
@@ -75,14 +81,17 @@ def env(version: str, prefix: str = RESOURCE_PREFIX) -> dict[str, str]:
     }
 
 
-def nic_ids_configmap(path: Path = NIC_IDS_TEMPLATE) -> dict[str, Any]:
-    """The chart's `supported-nic-ids` ConfigMap (its template without the Helm directives), with Helm's
-    ownership metadata so that the chart's install adopts it."""
+def nic_ids_configmap(path: Path | None = None) -> dict[str, Any]:
+    """The chart's `supported-nic-ids` ConfigMap (upstream's templates/configmap.yaml without the Helm directives),
+    with Helm's ownership metadata so that the chart's install adopts it."""
+    path = path or chart_dir() / "templates" / "configmap.yaml"
+    if not path.is_file():
+        raise LabError(f"no {path}: fetch the upstream chart with hack/cluster/build.sh sriov-chart")
     text = re.sub(r"\{\{/\*.*?\*/\}\}", "", path.read_text(), flags=re.S)
     text = "\n".join(line for line in text.splitlines() if "{{" not in line)
     doc = yaml.safe_load(text)
     if not isinstance(doc, dict) or not doc.get("data"):
-        raise LabError(f"{path} has no supported-nic-ids entries: the fixture chart is incomplete")
+        raise LabError(f"{path} has no supported-nic-ids entries: the upstream chart in the cache is incomplete")
     doc["metadata"] = {
         "name": doc["metadata"]["name"],
         "namespace": NAMESPACE,
@@ -100,10 +109,11 @@ def _create(fn: Any, *args: Any) -> None:
             raise
 
 
-def ensure_prereqs(api_client: Any, timeout: float = 30.0) -> None:
+def ensure_prereqs(api_client: Any, timeout: float = 30.0, cfg: LabConfig | None = None) -> None:
     """What the operator needs before it starts: the CRDs, its namespace and the supported-nic-ids ConfigMap."""
-    for path in crd_files():
+    for path in crd_files(cfg):
         ensure_crd(api_client, path, timeout)
     core = client.CoreV1Api(api_client)
     _create(core.create_namespace, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    _create(core.create_namespaced_config_map, NAMESPACE, nic_ids_configmap())
+    nic_ids = nic_ids_configmap(chart_dir(cfg) / "templates" / "configmap.yaml")
+    _create(core.create_namespaced_config_map, NAMESPACE, nic_ids)

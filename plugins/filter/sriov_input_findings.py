@@ -12,7 +12,8 @@ author: gpuops.platform maintainers
 description:
   - The input rules of the SR-IOV Network Operator role (the collection's private module_utils C(_sriov_policy),
     C(policy_input_findings)) - each policy, network and the operator config field by field, duplicate names,
-    networks whose resource no policy provides, and the source choice against the Network Operator's bundled copy.
+    networks whose resource no policy provides, the source choice against the Network Operator's bundled copy, and
+    the operator's webhooks turned on without the chart's certificates (C(operator.admissionControllers.enabled)).
   - Returns the findings C({id, severity, object, evidence, cause, fix}); each names the variable path.
 positional: bundled_enabled
 options:
@@ -60,6 +61,7 @@ def sriov_input_findings(variables: Any, bundled_enabled: bool = False) -> list[
         variables.get(PREFIX + "config"),
         variables.get(PREFIX + "source", "standalone"),
         bool(bundled_enabled),
+        variables.get(PREFIX + "values"),
     )
 
 

@@ -894,6 +894,42 @@ def _as_list(value: Any, var: str) -> tuple[list[Any], list[Finding]]:
     return [], [_bad("sriov-variable-type", var, value, f"{var} must be a list.", "fix it.")]
 
 
+def webhook_findings(config: Any, values: Any, source: Any = "standalone") -> list[Finding]:
+    """The operator's webhooks need the certificates the standalone chart hands it (upstream v1.6.0): with
+    enable_operator_webhook / enable_injector the operator registers webhook configurations whose caBundle is its
+    env ADMISSION_CONTROLLERS_CERTIFICATES_*_CA_CRT (bindata/manifests/operator-webhook/003-webhook.yaml,
+    webhook/003-webhook.yaml) and servers that mount the Secrets ADMISSION_CONTROLLERS_CERTIFICATES_*_SECRET_NAME
+    names; the chart sets those only with operator.admissionControllers.enabled (templates/operator.yaml). Without
+    it the operator webhook (failurePolicy Fail) refuses every policy. The bundled copy's values are the Network
+    Operator role's: not judged here."""
+    if source != "standalone" or not isinstance(config, Mapping):
+        return []
+    operator = values.get("operator") if isinstance(values, Mapping) else None
+    admission = operator.get("admissionControllers") if isinstance(operator, Mapping) else None
+    if isinstance(admission, Mapping) and admission.get("enabled") is True:
+        return []
+    what = {
+        "enable_operator_webhook": ("policy webhook (failurePolicy Fail)", " and refuses every SriovNetworkNodePolicy"),
+        "enable_injector": ("network-resources-injector webhook", ""),
+    }
+    return [
+        _bad(
+            "sriov-webhook-without-certificates",
+            f"{VAR_CONFIG}.{key}",
+            True,
+            f"{key} makes the operator register its {webhook}, but the chart gives it no certificates "
+            "(operator.admissionControllers.enabled is not true in sriov_network_operator_values): the webhook "
+            "configuration gets an empty caBundle and its server no certificate Secret, so the API server cannot "
+            f"call it{refused}.",
+            "set sriov_network_operator_values.operator.admissionControllers.enabled: true with certificates "
+            "(certificates.certManager.enabled, or certificates.custom with the PEMs, or Secrets of the "
+            "certificates.secretNames names), or leave the webhook off.",
+        )
+        for key, (webhook, refused) in what.items()
+        if config.get(key) is True
+    ]
+
+
 def policy_input_findings(
     policies: Any,
     networks: Any = None,
@@ -901,10 +937,12 @@ def policy_input_findings(
     config: Any = None,
     source: Any = "standalone",
     bundled_enabled: bool = False,
+    values: Any = None,
 ) -> list[Finding]:
     """Every input rule of the role, before any change: each policy, network and the operator config field by
-    field, the source choice, duplicate names, and networks whose resource no policy provides (or of the wrong
-    link type: a SriovIBNetwork needs a link_type ib policy, a SriovNetwork an Ethernet one)."""
+    field, the source choice, duplicate names, networks whose resource no policy provides (or of the wrong
+    link type: a SriovIBNetwork needs a link_type ib policy, a SriovNetwork an Ethernet one) and webhooks turned on
+    without the chart's certificates (`values`: sriov_network_operator_values)."""
     out = source_findings(source, bundled_enabled)
     built: dict[str, list[tuple[str, Obj]]] = {VAR_POLICIES: [], VAR_NETWORKS: [], VAR_IB_NETWORKS: []}
     for var, value in ((VAR_POLICIES, policies), (VAR_NETWORKS, networks), (VAR_IB_NETWORKS, ib_networks)):
@@ -918,6 +956,7 @@ def policy_input_findings(
     out += _duplicates(built[VAR_POLICIES], "SriovNetworkNodePolicy")
     out += _duplicates(built[VAR_NETWORKS] + built[VAR_IB_NETWORKS], "network")
     out += _operator_config(config, VAR_CONFIG)[1]
+    out += webhook_findings(config, values, source)
 
     provided = _resource_names([obj for _where, obj in built[VAR_POLICIES]])
     for var, want in ((VAR_NETWORKS, "eth"), (VAR_IB_NETWORKS, "ib")):

@@ -69,6 +69,14 @@ options:
     description: Seconds Helm waits for the release's resources to be ready (or deleted).
     type: int
     default: 600
+  uninstall_hooks:
+    description:
+      - Run the chart's delete hooks when C(helm uninstall) runs (on O(state=absent), and when a release a dead run
+        left pending is uninstalled). V(false) passes C(--no-hooks) - for a caller that has already done what the
+        hook does, where the hook's pod may not be schedulable (the SR-IOV Network Operator chart's pre-delete Job
+        takes no tolerations).
+    type: bool
+    default: true
   kubeconfig:
     description: Kubeconfig file given to helm (C(--kubeconfig)).
     type: path
@@ -170,6 +178,7 @@ ARGUMENT_SPEC = {
     "values": {"type": "dict", "default": {}},
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     "wait_timeout": {"type": "int", "default": 600},
+    "uninstall_hooks": {"type": "bool", "default": True},
     "kubeconfig": {"type": "path"},
     "context": {"type": "str"},
     "binary_path": {"type": "path"},
@@ -301,6 +310,11 @@ def _recovery_reason(p: Mapping[str, Any], installed: Mapping[str, Any], recover
     )
 
 
+def _no_hooks(p: Mapping[str, Any]) -> list[str]:
+    """`helm uninstall`'s flag when the caller turned the chart's delete hooks off (uninstall_hooks false)."""
+    return [] if p["uninstall_hooks"] else ["--no-hooks"]
+
+
 def _recover(ctx: Any, helm: Any, p: Mapping[str, Any], installed: Mapping[str, Any], recovery: Any) -> None:
     timeout = ["--wait", "--timeout", f"{p['wait_timeout']}s"]
     where = (
@@ -321,7 +335,7 @@ def _recover(ctx: Any, helm: Any, p: Mapping[str, Any], installed: Mapping[str, 
         done = f"rolled back to revision {recovery[1]}"
     else:
         ctx.did(f"helm uninstall {p['name']} (a {installed.get('status')} release that never deployed)")
-        helm.run("uninstall", p["name"], *timeout, mutating=True)
+        helm.run("uninstall", p["name"], *timeout, *_no_hooks(p), mutating=True)
         done = "no revision was ever deployed: uninstalled it"
     ctx.warn(f"{where} ({whose}; a run that was killed or interrupted): {done}, then applied the release.")
 
@@ -392,7 +406,9 @@ def absent(ctx: Any, helm: Any, p: Mapping[str, Any]) -> dict[str, Any]:
         return result
     ctx.did(f"helm uninstall {p['name']}")
     with _kept(ctx, p):
-        r = helm.run("uninstall", p["name"], "--wait", "--timeout", f"{p['wait_timeout']}s", mutating=True)
+        r = helm.run(
+            "uninstall", p["name"], "--wait", "--timeout", f"{p['wait_timeout']}s", *_no_hooks(p), mutating=True
+        )
     result["command"] = r.argv
     return result
 

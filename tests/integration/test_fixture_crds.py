@@ -1,5 +1,5 @@
-"""The fixture charts' CRDs, and the upstream NFD chart's (served by the lab from its build cache), on the real API
-server: a misspelled field is rejected with strict field validation, a
+"""The fixture charts' CRDs, and the upstream NFD and SR-IOV Network Operator charts' (served by the lab from its build
+cache), on the real API server: a misspelled field is rejected with strict field validation, a
 wrong enum value is rejected, a correct object is accepted, and what the charts render with default values is
 accepted. CRDs that were missing are created for the test and removed afterwards; CRDs already installed (by a
 chart in another test) are used as they are and left alone."""
@@ -45,13 +45,17 @@ def _create(cluster, obj: dict, *extra: str) -> subprocess.CompletedProcess[str]
 
 def _crd_docs(cluster, files: list) -> list[tuple[str, dict]]:
     """(file name, CRD) of every CRD in the files; NFD_CRDS stands for the upstream NFD chart's, read as the lab reads
-    them (gpuops_lab.nfd.crd_manifests, from the build cache)."""
-    from gpuops_lab import nfd
+    them (gpuops_lab.nfd.crd_manifests, from the build cache), and a sriov_crd(...) for a file of the upstream SR-IOV
+    chart's crds/ among those the lab installs (gpuops_lab.sriov.crd_files)."""
+    from gpuops_lab import nfd, sriov
 
     out = []
     for f in files:
         if f == NFD_CRDS:
             out += [(path.name, doc) for path, doc in nfd.crd_manifests(cluster.cfg)]
+        elif isinstance(f, str) and f.startswith(sriov_crd("")):
+            (path,) = [p for p in sriov.crd_files(cluster.cfg) if sriov_crd(p.name) == f]
+            out += [(path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
         else:
             out += [(f.name, doc) for doc in yaml.safe_load_all(f.read_text()) if doc]
     return out
@@ -195,15 +199,21 @@ def test_device_config_and_nfd_group_strict_schema(cluster, crds, namespace):
 # upstream's enum and a duration that does not match its pattern; an object as upstream's schema allows it is
 # accepted. Dry runs only, except the status writes, which need the object (deleted afterwards).
 KPS = CHARTS / "kube-prometheus-stack" / "crds"
-SRIOV = CHARTS / "sriov-network-operator" / "1.6.0" / "crds"
+
+
+def sriov_crd(name: str) -> str:
+    """A marker for a CRD file of upstream's SR-IOV Network Operator chart (the lab serves it from its build cache)."""
+    return f"the upstream SR-IOV chart's crds/{name}"
+
+
 STRICT_CRD_FILES = [
     NFD_CRDS,
     KPS / "monitoring.coreos.com_prometheuses.yaml",
     KPS / "monitoring.coreos.com_servicemonitors.yaml",
     KPS / "monitoring.coreos.com_prometheusrules.yaml",
     CHARTS / "kai-scheduler" / "crds" / "scheduling.run.ai_queues.yaml",
-    SRIOV / "sriovnetwork.openshift.io_sriovnetworknodepolicies.yaml",
-    SRIOV / "sriovnetwork.openshift.io_sriovnetworknodestates.yaml",
+    sriov_crd("sriovnetwork.openshift.io_sriovnetworknodepolicies.yaml"),
+    sriov_crd("sriovnetwork.openshift.io_sriovnetworknodestates.yaml"),
     AMD / "charts" / "kmm" / "crds" / "module-crd.yaml",
     AMD / "charts" / "kmm" / "crds" / "nodemodulesconfig-crd.yaml",
     AMD / "charts" / "remediation-crds" / "crds" / "workflow-crd.yaml",

@@ -98,7 +98,7 @@ def fabric(cluster):
         cluster.lab.wait_namespace_sa(ns)
     for crd in CRDS:
         ensure_crd(cluster.api_client, crd)
-    sriov.ensure_prereqs(cluster.api_client)  # a molecule uninstall before may have removed the CRDs
+    sriov.ensure_prereqs(cluster.api_client, cfg=cluster.cfg)  # a molecule uninstall before may have removed the CRDs
     assert not _crs(cluster).list_namespaced_custom_object(*SRIOV_API, SRIOV_NS, "sriovoperatorconfigs")["items"], (
         f"a SriovOperatorConfig already exists in {SRIOV_NS}: this module creates its own `default`"
     )

@@ -93,7 +93,9 @@ def _operators(cluster) -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def bundled(cluster, tmp_path_factory):
     """Both roles applied with the bundled source in a namespace of this module; both removed afterwards."""
-    sriov.ensure_prereqs(cluster.api_client)  # the stub subchart has no CRDs; a molecule uninstall may have run
+    sriov.ensure_prereqs(
+        cluster.api_client, cfg=cluster.cfg
+    )  # the stub subchart has no CRDs; a molecule uninstall may have run
     try:
         policies = client.CustomObjectsApi(cluster.api_client).list_cluster_custom_object(
             "mellanox.com", "v1alpha1", "nicclusterpolicies"

@@ -695,9 +695,17 @@ def test_kai_scheduler_renders_the_role_values_and_queues_fit_the_crd():
 
 # ---------------------------------------------------------------------------------------------- network-operator
 NETOP = CHARTS / "network-operator" / "26.4.1"
-SRIOV_CONFIG_CRD = (
-    CHARTS / "sriov-network-operator" / "1.6.0" / "crds" / "sriovnetwork.openshift.io_sriovoperatorconfigs.yaml"
-)
+
+
+def _sriov_config_crd() -> Path:
+    """The SriovOperatorConfig CRD of upstream's SR-IOV chart, which the lab serves from its build cache (issue 27 §6:
+    the standalone chart is upstream's, not a fixture); a missing chart fails, never skips."""
+    from gpuops_lab import sriov
+
+    path = sriov.chart_dir() / "crds" / "sriovnetwork.openshift.io_sriovoperatorconfigs.yaml"
+    if not path.is_file():
+        pytest.fail(f"no upstream SR-IOV chart in the build cache ({path}): run `make build` (build.sh sriov-chart)")
+    return path
 
 
 def test_network_operator_bundled_sriov_renders_its_own_operator_config_unless_the_role_turns_it_off():
@@ -714,7 +722,7 @@ def test_network_operator_bundled_sriov_renders_its_own_operator_config_unless_t
         "beta.kubernetes.io/os": "linux",
         "network.nvidia.com/operator.mofed.wait": "false",
     }
-    assert schema_errors(config, crd_schema(SRIOV_CONFIG_CRD)) == []
+    assert schema_errors(config, crd_schema(_sriov_config_crd())) == []
     role = _network.chart_values({"mode": "sriov"})
     assert not [d for d in render(NETOP, **role) if d["kind"] == "SriovOperatorConfig"]
     one(render(NETOP, **role), "Deployment", "sriov-network-operator")  # the bundled operator itself still runs
@@ -761,10 +769,8 @@ def test_kube_prometheus_stack_grafana_admin_from_the_role_secret_not_the_values
 # lab's controllers or simulator) the fixture must reject at least what upstream rejects. Each case is an object the
 # upstream CRD rejects (at the tag named in the fixture file's header) and the error the fixture must report.
 KPS_CRDS = CHARTS / "kube-prometheus-stack" / "crds"
-SRIOV_CRDS = CHARTS / "sriov-network-operator" / "1.6.0" / "crds"
 KMM_CRDS = AMD / "charts" / "kmm" / "crds"
 ARGO_CRDS = AMD / "charts" / "remediation-crds" / "crds"
-_POLICY = {"resourceName": "r", "nodeSelector": {}, "numVfs": 4, "nicSelector": {"pfNames": ["ens1f0"]}}
 _ENDPOINT = {"port": "metrics"}
 
 UPSTREAM_REJECTS = {
@@ -829,21 +835,6 @@ UPSTREAM_REJECTS = {
         KAI / "crds/scheduling.run.ai_queues.yaml",
         {"spec": {}, "status": {"allocatd": {"cpu": "1"}}},
         ".status.allocatd: unknown field",
-    ),
-    "SriovNetworkNodePolicy: unknown bridge field": (
-        SRIOV_CRDS / "sriovnetwork.openshift.io_sriovnetworknodepolicies.yaml",
-        {"spec": {**_POLICY, "bridge": {"ovs": {"bridge": {"datapathType": "netdev"}, "uplinks": []}}}},
-        ".spec.bridge.ovs.uplinks: unknown field",
-    ),
-    "SriovNetworkNodeState: spec bridge without name": (
-        SRIOV_CRDS / "sriovnetwork.openshift.io_sriovnetworknodestates.yaml",
-        {"spec": {"bridges": {"ovs": [{"bridge": {"datapathType": "netdev"}}]}}},
-        ".spec.bridges.ovs[0]: missing name",
-    ),
-    "SriovNetworkNodeState: unknown status bridge field": (
-        SRIOV_CRDS / "sriovnetwork.openshift.io_sriovnetworknodestates.yaml",
-        {"status": {"bridges": {"ovs": [{"name": "br-0", "uplink": {"pciAddress": "0000:3b:00.0"}}]}}},
-        ".status.bridges.ovs[0].uplink: unknown field",
     ),
     "ServiceMonitor: endpoint scheme": (
         KPS_CRDS / "monitoring.coreos.com_servicemonitors.yaml",
@@ -926,23 +917,6 @@ UPSTREAM_ACCEPTS = {
     "KAI Queue status": (
         KAI / "crds/scheduling.run.ai_queues.yaml",
         {"spec": {}, "status": {"allocated": {"nvidia.com/gpu": 2, "cpu": "500m"}, "childQueues": ["a"]}},
-    ),
-    "SR-IOV OVS bridges": (
-        SRIOV_CRDS / "sriovnetwork.openshift.io_sriovnetworknodestates.yaml",
-        {
-            "spec": {"bridges": {}},
-            "status": {
-                "bridges": {
-                    "ovs": [
-                        {
-                            "name": "br-0",
-                            "bridge": {"datapathType": "netdev"},
-                            "uplinks": [{"pciAddress": "0000:3b:00.0", "interface": {"type": "dpdk"}}],
-                        }
-                    ]
-                }
-            },
-        },
     ),
     "ServiceMonitor scheme and relabelings": (
         KPS_CRDS / "monitoring.coreos.com_servicemonitors.yaml",

@@ -1,7 +1,9 @@
 """The upstream charts the lab's chart repository serves in place of a fixture (issue 27 §6, hack/gpuops_lab/charts.py),
 rendered with the real helm from the lab's build cache (hack/cluster/build.sh copies them out of their Go module zips;
 a missing one fails, naming the build step): what the roles set is what upstream reads. Node Feature Discovery v0.19.0
-(deployment/helm/node-feature-discovery): the nfd role's values against its values.schema.json and templates."""
+(deployment/helm/node-feature-discovery): the nfd role's values against its values.schema.json and templates. The SR-IOV
+Network Operator v1.6.0 (deployment/sriov-network-operator-chart): the sriov_network_operator role's values, what the
+chart creates (and what it leaves to the operator: webhooks, the SriovOperatorConfig) and its pre-delete hook Job."""
 
 from __future__ import annotations
 
@@ -117,4 +119,156 @@ def test_upstream_nfd_crds(nfd_chart):
         "NodeFeature": ("nfd.k8s-sigs.io", "Namespaced"),
         "NodeFeatureGroup": ("nfd.k8s-sigs.io", "Namespaced"),
         "NodeFeatureRule": ("nfd.k8s-sigs.io", "Cluster"),
+    }
+
+
+# ------------------------------------------------------------------------------------------ SR-IOV Network Operator
+SRIOV_RELEASE = "sriov-network-operator"  # the role's release name and namespace (roles/sriov_network_operator)
+
+
+@pytest.fixture(scope="module")
+def sriov_chart() -> Path:
+    cfg = _lab()
+    chart = cfg.upstream_chart_dir("sriov-network-operator-chart")
+    if not (chart / "Chart.yaml").is_file() or not cfg.binary("helm").is_file():
+        # a failure, never a skip: `make test` builds it first, and a skip would hide the chart the lab serves
+        pytest.fail(
+            f"the upstream SR-IOV chart is not in {chart}: run `make build` (hack/cluster/build.sh sriov-chart)"
+        )
+    return chart
+
+
+def _sriov_render(chart: Path, values: dict) -> list[dict]:
+    argv = [str(_lab().binary("helm")), "template", SRIOV_RELEASE, str(chart), "--namespace", SRIOV_RELEASE]
+    r = subprocess.run([*argv, "--values", "-"], input=json.dumps(values), capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def _sriov_role_values(user: dict | None = None) -> dict:
+    """The role's chart values (plugins/filter/sriov_network_operator_objects.py) with user values merged over them,
+    as roles/sriov_network_operator/tasks/main.yml merges them (combine recursive)."""
+    from ansible_collections.gpuops.platform.plugins.filter.sriov_network_operator_objects import (
+        sriov_network_operator_objects,
+    )
+
+    built = sriov_network_operator_objects({"sriov_network_operator_namespace": SRIOV_RELEASE})
+    values = built["chart_values"]
+    for key, value in (user or {}).items():
+        values[key] = {**values.get(key, {}), **value} if isinstance(value, dict) else value
+    return values
+
+
+def test_upstream_sriov_chart_version_is_the_placeholder_the_lab_repackages(sriov_chart):
+    """Upstream's Chart.yaml in git says 0.0.0-dev: hack/release/chart-update.sh stamps version 1.6.0 and appVersion
+    v1.6.0 at release, and the lab packages it with --version 1.6.0 --app-version v1.6.0 (the role pins 1.6.0)."""
+    meta = yaml.safe_load((sriov_chart / "Chart.yaml").read_text())
+    assert (meta["name"], meta["version"], meta["appVersion"]) == (
+        "sriov-network-operator-chart",
+        "0.0.0-dev",
+        "v0.0.0-dev",
+    )
+    defaults = yaml.safe_load((REPO / "roles/sriov_network_operator/defaults/main.yml").read_text())
+    assert defaults["sriov_network_operator_chart_name"] == meta["name"]
+    assert defaults["sriov_network_operator_chart_version"] == _lab().upstream_chart_version(meta["name"]) == "1.6.0"
+
+
+def test_sriov_role_values_render_on_the_upstream_chart(sriov_chart):
+    """What the chart creates with the role's values (sriovOperatorConfig.deploy false: the role applies the
+    SriovOperatorConfig "default" itself) and the molecule scenario's operator tolerations."""
+    docs = _sriov_render(sriov_chart, _sriov_role_values({"operator": {"tolerations": [KWOK]}}))
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert kinds == [
+        ("ClusterRole", "sriov-network-config-daemon"),
+        ("ClusterRole", "sriov-network-operator"),
+        ("ClusterRoleBinding", "sriov-network-config-daemon"),
+        ("ClusterRoleBinding", "sriov-network-operator"),
+        ("ConfigMap", "supported-nic-ids"),
+        ("Deployment", "sriov-network-operator"),
+        ("Job", "sriov-network-operator-pre-delete-hook"),
+        ("Role", "operator-webhook-sa"),
+        ("Role", "sriov-network-config-daemon"),
+        ("Role", "sriov-network-operator"),
+        ("RoleBinding", "sriov-network-config-daemon"),
+        ("RoleBinding", "sriov-network-operator"),
+        ("ServiceAccount", "sriov-network-config-daemon"),
+        ("ServiceAccount", "sriov-network-operator"),
+    ]
+    # no webhook configuration and no SriovOperatorConfig: the operator registers its webhooks itself, from the
+    # SriovOperatorConfig's enableOperatorWebhook / enableInjector (the role's sriov_network_operator_config)
+    assert not [d for d in docs if "Webhook" in d["kind"] or d["kind"] == "SriovOperatorConfig"]
+    dep = _one(docs, "Deployment", "sriov-network-operator")
+    pod = dep["spec"]["template"]
+    # the pod label gpu_cluster_status and the role's second-operator guard look for (_sriov_policy.second_operator)
+    assert dep["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"] == {"name": "sriov-network-operator"}
+    assert pod["spec"]["tolerations"] == [KWOK]
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    # the standalone chart's prefix (_sriov_policy.DEFAULT_PREFIX["standalone"]); webhooks' certificates off
+    assert env["RESOURCE_PREFIX"] == "openshift.io" and env["CLUSTER_TYPE"] == "kubernetes"
+    assert not [k for k in env if k.startswith("ADMISSION_CONTROLLERS_")]
+    # git's values.yaml names the images without a tag (chart-update.sh stamps them at release): ":latest" on a real
+    # cluster when packaged from git as the lab does; the lab runs no image (kwok), so it does not matter there
+    assert pod["spec"]["containers"][0]["image"] == "ghcr.io/k8snetworkplumbingwg/sriov-network-operator"
+    cm = _one(docs, "ConfigMap", "supported-nic-ids")
+    assert cm["data"]["Nvidia_mlx5_ConnectX-7"] == "15b3 1021 101e"
+
+
+def test_upstream_sriov_pre_delete_hook_job_has_no_scheduling_values(sriov_chart):
+    """templates/pre-delete-webooks.yaml: a pre-delete hook Job (`helm uninstall` waits for it) running
+    sriov-network-operator-config-cleanup, which deletes the SriovOperatorConfig default. Unlike the Deployment it takes
+    no tolerations, node selector or affinity from any value: it schedules only on a node without NoSchedule taints."""
+    docs = _sriov_render(
+        sriov_chart, _sriov_role_values({"operator": {"tolerations": [KWOK], "nodeSelector": {"a": "b"}}})
+    )
+    job = _one(docs, "Job", "sriov-network-operator-pre-delete-hook")
+    assert job["metadata"]["annotations"] == {
+        "helm.sh/hook": "pre-delete",
+        "helm.sh/hook-delete-policy": "hook-succeeded,hook-failed",
+    }
+    spec = job["spec"]["template"]["spec"]
+    assert spec["containers"][0]["command"] == ["sriov-network-operator-config-cleanup"]
+    assert spec["containers"][0]["args"] == ["--namespace", SRIOV_RELEASE]
+    assert not {"tolerations", "nodeSelector", "affinity"} & set(spec)
+    assert job["spec"]["backoffLimit"] == 2
+
+
+def test_upstream_sriov_chart_renders_the_operator_config_only_when_asked(sriov_chart):
+    """sriovOperatorConfig.deploy (upstream default false) renders the SriovOperatorConfig "default" the role applies
+    itself; the role keeps it false so the object has one owner. operator.admissionControllers.enabled turns on
+    enableOperatorWebhook and enableInjector there and hands the operator its webhook certificates' Secrets."""
+    assert not [d for d in _sriov_render(sriov_chart, {}) if d["kind"] == "SriovOperatorConfig"]
+    docs = _sriov_render(sriov_chart, {"sriovOperatorConfig": {"deploy": True}})
+    spec = _one(docs, "SriovOperatorConfig", "default")["spec"]
+    assert (spec["enableOperatorWebhook"], spec["enableInjector"]) == (False, False)
+    values = {"sriovOperatorConfig": {"deploy": True}, "operator": {"admissionControllers": {"enabled": True}}}
+    docs = _sriov_render(sriov_chart, values)
+    spec = _one(docs, "SriovOperatorConfig", "default")["spec"]
+    assert (spec["enableOperatorWebhook"], spec["enableInjector"]) == (True, True)
+    env = {
+        e["name"]
+        for e in _one(docs, "Deployment", "sriov-network-operator")["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert {
+        "ADMISSION_CONTROLLERS_CERTIFICATES_OPERATOR_SECRET_NAME",
+        "ADMISSION_CONTROLLERS_CERTIFICATES_OPERATOR_CA_CRT",
+    } <= env
+
+
+def test_upstream_sriov_crds(sriov_chart):
+    """The eight CRDs the lab installs before its operator starts (gpuops_lab.sriov.crd_files)."""
+    kinds = {}
+    for path in sorted((sriov_chart / "crds").glob("*.yaml")):
+        for d in yaml.safe_load_all(path.read_text()):
+            if d:
+                kinds[d["spec"]["names"]["kind"]] = (d["spec"]["group"], d["spec"]["scope"])
+    sriov = "sriovnetwork.openshift.io"
+    assert kinds == {
+        "NetworkAttachmentDefinition": ("k8s.cni.cncf.io", "Namespaced"),
+        "OVSNetwork": (sriov, "Namespaced"),
+        "SriovIBNetwork": (sriov, "Namespaced"),
+        "SriovNetwork": (sriov, "Namespaced"),
+        "SriovNetworkNodePolicy": (sriov, "Namespaced"),
+        "SriovNetworkNodeState": (sriov, "Namespaced"),
+        "SriovNetworkPoolConfig": (sriov, "Namespaced"),
+        "SriovOperatorConfig": (sriov, "Namespaced"),
     }

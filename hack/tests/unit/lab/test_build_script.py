@@ -140,3 +140,61 @@ def test_nfd_chart_step_is_in_all_and_demo():
     for target in ("all", "demo"):
         (line,) = [x for x in text.splitlines() if x.strip().startswith(f"{target})")]
         assert "build_nfd_chart;" in line, target
+
+
+def _sriov_chart_run(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """build.sh sriov-chart with a fake `go`: upstream's deployment/sriov-network-operator-chart (version 0.0.0-dev)."""
+    version = read_versions()["SRIOV_VERSION"]
+    mod = tmp_path / "gomod" / f"sriov-network-operator@v{version}"
+    chart = mod / "deployment" / "sriov-network-operator-chart"
+    if not chart.exists():
+        (chart / "templates").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text("apiVersion: v2\nname: sriov-network-operator-chart\nversion: 0.0.0-dev\n")
+        (chart / "templates" / "configmap.yaml").write_text("kind: ConfigMap\n")
+        (chart / "Chart.yaml").chmod(0o444)
+    d = tmp_path / "fakebin"
+    d.mkdir(exist_ok=True)
+    (d / "go").write_text(FAKE_GO_DOWNLOAD)
+    (d / "go").chmod(0o755)
+    env = {
+        "PATH": f"{d}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "GPUOPS_CACHE": str(tmp_path / "cache"),
+        "FAKE_GO_LOG": str(tmp_path / "go.log"),
+        "FAKE_MOD_DIR": str(mod),
+    }
+    argv = ["/bin/bash", str(BUILD_SCRIPT), "sriov-chart"]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    return r, tmp_path / "cache" / "charts" / f"sriov-network-operator-chart-v{version}"
+
+
+def test_sriov_chart_is_fetched_from_the_module_then_reused(tmp_path):
+    r, out = _sriov_chart_run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    log = (tmp_path / "go.log").read_text()
+    mod = "github.com/k8snetworkplumbingwg/sriov-network-operator"
+    assert f"mod download -json {mod}@v{read_versions()['SRIOV_VERSION']}" in log
+    chart = out / "sriov-network-operator-chart"
+    assert (chart / "Chart.yaml").read_text().endswith("version: 0.0.0-dev\n")
+    assert (chart / "templates" / "configmap.yaml").is_file()
+    assert [line.split("  ")[1] for line in (out / "SHA256SUMS").read_text().splitlines()] == [
+        "sriov-network-operator-chart/Chart.yaml",
+        "sriov-network-operator-chart/templates/configmap.yaml",
+    ]
+    (tmp_path / "go.log").unlink()
+    r = _sriov_chart_run(tmp_path)[0]
+    assert r.returncode == 0 and "sriov chart" in r.stdout and "cached in" in r.stdout
+    assert not (tmp_path / "go.log").exists()
+    (chart / "templates" / "configmap.yaml").write_text("tampered\n")
+    r = _sriov_chart_run(tmp_path)[0]
+    assert r.returncode == 0 and "fetching" in r.stdout, r.stderr
+    assert (chart / "templates" / "configmap.yaml").read_text() == "kind: ConfigMap\n"
+
+
+def test_sriov_chart_step_is_in_all_and_demo():
+    """The chart repository packages every upstream chart (gpuops_lab.charts), so `demo` fetches it too although it
+    builds no SR-IOV operator."""
+    text = BUILD_SCRIPT.read_text()
+    for target in ("all", "demo"):
+        (line,) = [x for x in text.splitlines() if x.strip().startswith(f"{target})")]
+        assert "build_sriov_chart;" in line, target

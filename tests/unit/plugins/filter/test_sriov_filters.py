@@ -85,6 +85,32 @@ def test_objects_refuse_bad_input_and_non_dicts():
         ({}, True, ["sriov-operator-two-sources"]),  # standalone while the Network Operator bundles its copy
         ({"source": "network_operator"}, False, ["sriov-operator-source-off"]),
         ({"source": "network_operator"}, True, []),
+        # the operator's webhooks need the chart's certificates (operator.admissionControllers.enabled)
+        ({"config": {"enable_operator_webhook": True}}, False, ["sriov-webhook-without-certificates"]),
+        (
+            {"config": {"enable_injector": True, "enable_operator_webhook": True}},
+            False,
+            ["sriov-webhook-without-certificates", "sriov-webhook-without-certificates"],
+        ),
+        (
+            {
+                "config": {"enable_operator_webhook": True},
+                "values": {"operator": {"admissionControllers": {"enabled": True}}},
+            },
+            False,
+            [],
+        ),
+        (
+            {
+                "config": {"enable_operator_webhook": True},
+                "values": {"operator": {"admissionControllers": {"enabled": "true"}}},
+            },
+            False,
+            ["sriov-webhook-without-certificates"],
+        ),
+        ({"config": {"enable_operator_webhook": False}}, False, []),
+        # the bundled copy's chart values are the Network Operator role's
+        ({"source": "network_operator", "config": {"enable_operator_webhook": True}}, True, []),
     ],
 )
 def test_input_findings_name_the_rule(changes, bundled, ids):

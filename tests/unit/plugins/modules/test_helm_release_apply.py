@@ -110,6 +110,20 @@ def test_install_and_uninstall(run_module, commands, helm, chart):
     ]
 
 
+def test_uninstall_without_the_charts_delete_hooks(run_module, commands, helm, chart):
+    """uninstall_hooks false: helm uninstall --no-hooks (the sriov_network_operator role has done what the SR-IOV
+    chart's pre-delete Job does, and that Job's pod takes no tolerations); check mode still runs nothing."""
+    helm["meta"] = dict(META)
+    result, failed = run_module(helm_release_apply, args(chart, state="absent", uninstall_hooks=False), check_mode=True)
+    assert not failed and result["changed"] and upgrades(commands) == []
+    result, failed = run_module(helm_release_apply, args(chart, state="absent", uninstall_hooks=False))
+    assert (
+        not failed
+        and result["changed"]
+        and upgrades(commands) == ["helm uninstall r --wait --timeout 600s --no-hooks --namespace ns --kubeconfig /k"]
+    )
+
+
 def test_a_helm_error_other_than_not_found_names_the_release(run_module, commands, helm, chart):
     commands.on(r"^helm get metadata", (1, "", "Error: Kubernetes cluster unreachable"))
     result, failed = run_module(helm_release_apply, args(chart))
@@ -210,6 +224,22 @@ def test_a_release_whose_install_was_killed_is_uninstalled_then_installed(run_mo
     assert up.startswith("helm upgrade --install r ")
     assert "no revision was ever deployed: uninstalled it" in str(result["warnings"])
     assert "no Lease held it" in str(result["warnings"])
+
+
+def test_a_killed_install_is_uninstalled_without_hooks_when_the_caller_says_so(
+    run_module, commands, helm, chart, leases
+):
+    history(helm, commands, "pending-install")
+
+    def uninstall(argv):
+        helm["meta"] = None
+        return (0, "release uninstalled", "")
+
+    commands.on(r"^helm uninstall", uninstall)
+    params = args(chart, values={"replicas": 2}, lock=lock("absent", None), uninstall_hooks=False)
+    result, failed = run_module(helm_release_apply, params)
+    assert not failed and result["changed"] is True, result
+    assert upgrades(commands)[0] == "helm uninstall r --wait --timeout 600s --no-hooks --namespace ns --kubeconfig /k"
 
 
 @pytest.mark.parametrize("lock_arg", [None, lock("ours", HOLDER)], ids=["no-lock", "lease-held-by-this-run"])
