@@ -203,9 +203,16 @@ def test_role_inputs_are_in_the_run_preflight_and_checked_by_the_python_rules(ro
 def test_site_checks_every_input_before_the_first_change():
     site = _tasks(REPO / "playbooks/site.yml")
     # first, and tagged always: a run limited to one layer (--tags) still checks every input first
-    assert site[0] == {"name": site[0]["name"], "ansible.builtin.import_playbook": "preflight.yml", "tags": ["always"]}
+    # and with the plan of the roles the run applies (charts published, the rules that read the cluster)
+    want = {
+        "name": site[0]["name"],
+        "ansible.builtin.import_playbook": "preflight.yml",
+        "vars": {"_gpuops_plan": True},
+        "tags": ["always"],
+    }
+    assert site[0] == want
     operators = _tasks(REPO / "playbooks/operators.yml")
-    assert operators[0]["ansible.builtin.import_playbook"] == "preflight.yml" and operators[0]["tags"] == ["always"]
+    assert operators[0] == {**want, "name": operators[0]["name"]}
 
 
 def _referenced_gpuops_names() -> set[str]:
