@@ -29,6 +29,7 @@ KAI = {"gpuops_batch_schedulers": ["kai_scheduler"]}
 MON = {"gpuops_monitoring_managed": True}
 SRIOV = {"gpuops_sriov_network_operator_managed": True, "network_operator_mode": "rdma_shared"}
 SMOKE = {"gpuops_smoke_tests_managed": True}
+OFED = {"network_operator_ofed_driver_enabled": True}  # the demo inventory turns the DOCA driver (and its rules) off
 TEAM = {"name": "t", "namespaces": ["t"], "quotas": [{"flavor": "f", "resources": {"nvidia.com/gpu": 1}}]}
 FLAVOR_X = {"kueue_flavors": [{"name": "x"}]}  # a flavor known before the GPU Operator labelled any node
 
@@ -111,10 +112,14 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("network-wait-timeout-zero", {"network_operator_wait_timeout": 0}, "network_operator_wait_timeout"),
     (
         "network-max-parallel-negative",
-        {"network_operator_ofed_driver_upgrade_policy": {"maxParallelUpgrades": -1}},
+        {**OFED, "network_operator_ofed_driver_upgrade_policy": {"maxParallelUpgrades": -1}},
         "network_operator_ofed_driver_upgrade_policy.maxParallelUpgrades",
     ),
-    ("network-ofed-version-newline", {"network_operator_ofed_driver_version": "24.10-1.1.4.0\n"}, "network_operator"),
+    (
+        "network-ofed-version-newline",
+        {**OFED, "network_operator_ofed_driver_version": "24.10-1.1.4.0\n"},
+        "network_operator",
+    ),
     # SR-IOV Network Operator
     ("sriov-chart-unpinned", {**SRIOV, "sriov_network_operator_chart_version": "1.x"}, "sriov_network_operator"),
     ("sriov-variable-typo", {**SRIOV, "sriov_network_operator_namepsace": "x"}, "sriov_network_operator_namepsace"),
