@@ -22,6 +22,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils import _helm_oci
 
 Finding = dict[str, Any]
 Fetch = Callable[[str, "str | None", int, "dict[str, str] | None"], bytes]
+FetchJson = Callable[[str, "str | None", int, "dict[str, str] | None"], Any]
 
 
 class RepoUnreadable(Exception):
@@ -35,11 +36,17 @@ def fetch(url: str, ca_file: str | None, timeout: int, headers: dict[str, str] |
         return data
 
 
-def oci_tags(ref: str, ca_file: str | None, timeout: int, get: Fetch = fetch) -> list[str]:
-    """The registry's tags of ``ref`` (anonymous bearer token when it asks for one); raises on any failure."""
+def get_json(url: str, ca_file: str | None, timeout: int, headers: dict[str, str] | None = None) -> Any:
+    """GET ``url`` as JSON ({} for an empty body); raises what open_url raises."""
+    return json.loads(fetch(url, ca_file, timeout, headers) or b"{}")
+
+
+def oci_tags(ref: str, ca_file: str | None, timeout: int, get: FetchJson = get_json) -> list[str]:
+    """The registry's tags of ``ref`` (anonymous bearer token when it asks for one); raises on any failure. Also
+    helm_chart_pull's, to name the versions a registry has when the pinned one is missing."""
     url, name = _helm_oci.tags_url(ref)
     try:
-        return list(json.loads(get(url, ca_file, timeout, None) or b"{}").get("tags") or [])
+        return list(get(url, ca_file, timeout, None).get("tags") or [])
     except Exception as exc:  # pylint: disable=broad-exception-caught
         code = getattr(exc, "code", None)
         headers = getattr(exc, "headers", None)
@@ -48,10 +55,9 @@ def oci_tags(ref: str, ca_file: str | None, timeout: int, get: Fetch = fetch) ->
         if not challenge.get("realm"):
             raise
     query = f"service={challenge.get('service', '')}&scope=repository:{name}:pull"
-    token = json.loads(get(f"{challenge['realm']}?{query}", ca_file, timeout, None) or b"{}")
+    token = get(f"{challenge['realm']}?{query}", ca_file, timeout, None)
     bearer = token.get("token") or token.get("access_token") or ""
-    auth = {"Authorization": f"Bearer {bearer}"}
-    return list(json.loads(get(url, ca_file, timeout, auth) or b"{}").get("tags") or [])
+    return list(get(url, ca_file, timeout, {"Authorization": f"Bearer {bearer}"}).get("tags") or [])
 
 
 def index_versions(repo_url: str, chart: str, ca_file: str | None, timeout: int, get: Fetch = fetch) -> list[str]:
@@ -82,6 +88,7 @@ def published_finding(
     ca_file: str | None = None,
     timeout: int = 30,
     get: Fetch = fetch,
+    get_oci: FetchJson = get_json,
 ) -> Finding | None:
     """The finding when ``version`` of ``chart`` is not served by ``repo_url`` (None when it is). An http(s)
     repository that cannot be read is an error (the release path would stop on it, after earlier layers changed
@@ -91,7 +98,7 @@ def published_finding(
     if _helm_oci.is_oci(repo):
         try:
             ref = _helm_oci.chart_ref(repo, chart)
-            tags = oci_tags(ref, ca_file, timeout, get)
+            tags = oci_tags(ref, ca_file, timeout, get_oci)
         except Exception as exc:  # pylint: disable=broad-exception-caught
             return _finding(
                 "chart-version-unchecked",

@@ -114,13 +114,10 @@ tags:
   sample: [1.5.0, 1.6.0]
 """
 
-import json  # noqa: E402
 import os  # noqa: E402
-from collections.abc import Mapping  # noqa: E402
 from typing import Any  # noqa: E402
 
-from ansible.module_utils.urls import open_url  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_oci  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _chart_index, _helm_oci  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 
 ARGUMENT_SPEC = {
@@ -135,25 +132,12 @@ ARGUMENT_SPEC = {
 }
 
 
-def _get_json(url: str, ca_file: str | None, timeout: float, headers: Mapping[str, str] | None = None) -> Any:
-    with open_url(url, headers=headers or {}, ca_path=ca_file, timeout=timeout, follow_redirects="safe") as r:
-        return json.loads(r.read() or b"{}")
+_get_json = _chart_index.get_json  # a name of this module: the tests give it fake registries
 
 
 def list_tags(ref: str, ca_file: str | None, timeout: float) -> list[str]:
-    """The registry's tags of ``ref`` (anonymous bearer token when it asks for one); raises on any failure."""
-    url, name = _helm_oci.tags_url(ref)
-    try:
-        return list(_get_json(url, ca_file, timeout).get("tags") or [])
-    except Exception as exc:  # pylint: disable=broad-exception-caught
-        code = getattr(exc, "code", None)
-        challenge = _helm_oci.bearer_challenge(exc.headers.get("WWW-Authenticate", "")) if code == 401 else {}  # type: ignore[attr-defined]
-        if not challenge.get("realm"):
-            raise
-    query = f"service={challenge.get('service', '')}&scope=repository:{name}:pull"
-    token = _get_json(f"{challenge['realm']}?{query}", ca_file, timeout)
-    bearer = token.get("token") or token.get("access_token") or ""
-    return list(_get_json(url, ca_file, timeout, {"Authorization": f"Bearer {bearer}"}).get("tags") or [])
+    """The registry's tags of ``ref`` (module_utils/_chart_index.py, with the anonymous token a registry asks for)."""
+    return _chart_index.oci_tags(ref, ca_file, int(timeout), _get_json)
 
 
 def _read_chart_yaml(path: str) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import urllib.error
 
 import pytest
@@ -73,9 +72,9 @@ TAGS = "https://ghcr.io/v2/kai-scheduler/kai-scheduler/kai-scheduler/tags/list"
 @pytest.mark.parametrize(
     ("version", "answers", "want"),
     [
-        ("v0.12.4", {TAGS: json.dumps({"tags": ["v0.12.4", "v0.13.0"]}).encode()}, None),
-        ("v0.99.0", {TAGS: json.dumps({"tags": ["v0.12.4"]}).encode()}, ("chart-version-not-published", "error")),
-        ("1.0.0+build", {TAGS: json.dumps({"tags": ["1.0.0_build"]}).encode()}, None),  # helm stores '+' as '_'
+        ("v0.12.4", {TAGS: {"tags": ["v0.12.4", "v0.13.0"]}}, None),
+        ("v0.99.0", {TAGS: {"tags": ["v0.12.4"]}}, ("chart-version-not-published", "error")),
+        ("1.0.0+build", {TAGS: {"tags": ["1.0.0_build"]}}, None),  # helm stores '+' as '_'
         ("v0.12.4", {TAGS: http_error(403)}, ("chart-version-unchecked", "warning")),
     ],
 )
@@ -87,7 +86,7 @@ def test_oci_registry(version, answers, want):
         "oci://ghcr.io/kai-scheduler/kai-scheduler",
         None,
         5,
-        fake(answers),
+        get_oci=fake(answers),
     )
     assert (found and (found["id"], found["severity"])) == (want or None)
 
@@ -95,10 +94,7 @@ def test_oci_registry(version, answers, want):
 def test_oci_registry_asks_for_an_anonymous_token_first():
     challenge = {"WWW-Authenticate": 'Bearer realm="https://ghcr.io/token",service="ghcr.io"'}
     token_url = "https://ghcr.io/token?service=ghcr.io&scope=repository:kai-scheduler/kai-scheduler/kai-scheduler:pull"
-    answers = {
-        TAGS: [http_error(401, challenge), json.dumps({"tags": ["v0.12.4"]}).encode()],
-        token_url: json.dumps({"token": "t0k"}).encode(),
-    }
+    answers = {TAGS: [http_error(401, challenge), {"tags": ["v0.12.4"]}], token_url: {"token": "t0k"}}
     calls = []
 
     def get(url, ca_file, timeout, headers=None):
@@ -117,7 +113,7 @@ def test_oci_registry_asks_for_an_anonymous_token_first():
         "oci://ghcr.io/kai-scheduler/kai-scheduler",
         None,
         5,
-        get,
+        get_oci=get,
     )
     assert found is None
     assert calls[-1] == (TAGS, {"Authorization": "Bearer t0k"})
