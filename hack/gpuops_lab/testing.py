@@ -1,10 +1,11 @@
 """pytest fixtures of the local lab (a real control plane), shared by the product's integration tests
 (tests/conftest.py) and the lab's own (hack/tests/conftest.py): `cluster`, `core`, `namespace`,
-`add_nodes`; `snapshot`, what the playbooks can write, to prove a run changed nothing."""
+`add_nodes`; `snapshot`, what the playbooks can write, and `site_run`, to prove a run changed nothing."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -54,6 +55,44 @@ def snapshot(api_client: Any) -> dict[tuple[str, str, str], str]:
                 body["metadata"] = {k: kept.get(k) for k in ("labels", "annotations", "ownerReferences")}
                 out[key] = json.dumps(body, sort_keys=True, default=str)
     return out
+
+
+def site_run(cluster: Any, tmp_path: Any, extra: dict[str, Any], *args: str) -> tuple[Any, dict[Any, Any]]:
+    """`ansible-playbook site.yml -i inventories/local -e @extra ARGS` on the session's lab, between two snapshots:
+    (the finished process, every object the run changed as {key: (before, after)}). An object of a namespace an
+    earlier test left terminating, gone during the run by the namespace controller, is not the run's change."""
+    import subprocess
+
+    from kubernetes import client
+
+    from .config import REPO
+
+    extra_file = tmp_path / "extra.json"
+    extra_file.write_text(json.dumps(extra))
+    env = {
+        **os.environ,
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "GPUOPS_LAB_STATE": str(cluster.cfg.state),
+    }
+    core = client.CoreV1Api(cluster.api_client)
+    going = {n.metadata.name for n in core.list_namespace().items if n.metadata.deletion_timestamp is not None}
+    before = snapshot(cluster.api_client)
+    r = subprocess.run(
+        ["ansible-playbook", "site.yml", "-i", "inventories/local", *args, "-e", f"@{extra_file}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    after = snapshot(cluster.api_client)
+    changed = {
+        k: (before.get(k), after.get(k))
+        for k in before.keys() | after.keys()
+        if before.get(k) != after.get(k) and not (k in before and k not in after and (k[1] or k[2]) in going)
+    }
+    return r, changed
 
 
 @dataclass

@@ -9,13 +9,10 @@ was changed" after the NFD release, the gpu-operator namespace and the sharing C
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from gpuops_lab.testing import snapshot
+from gpuops_lab.testing import site_run
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,28 +52,7 @@ CASES = [
 
 def refused_before_any_change(cluster, tmp_path, extra, names):
     """Run site.yml with ``extra``; assert it stopped in the run's preflight, naming ``names``, and changed nothing."""
-    extra_file = tmp_path / "extra.json"
-    extra_file.write_text(json.dumps(extra))
-    env = {
-        **os.environ,
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "GPUOPS_LAB_STATE": str(cluster.cfg.state),
-    }
-    # an earlier test's namespace still terminating loses its objects during the run, by the namespace controller:
-    # not ours (as in test_site_check_first_install)
-    core = client.CoreV1Api(cluster.api_client)
-    going = {n.metadata.name for n in core.list_namespace().items if n.metadata.deletion_timestamp is not None}
-    before = snapshot(cluster.api_client)
-    r = subprocess.run(
-        ["ansible-playbook", "site.yml", "-i", "inventories/local", "-e", f"@{extra_file}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    after = snapshot(cluster.api_client)
+    r, changed = site_run(cluster, tmp_path, extra)
     out = r.stdout + r.stderr
     assert r.returncode == 2, out[-4000:]
     assert names in out, out[-4000:]
@@ -84,11 +60,6 @@ def refused_before_any_change(cluster, tmp_path, extra, names):
     # the run stopped in its preflight: no task of the host plane or of a layer that changes the cluster ran
     assert "TASK [gpuops.platform.helm_release" not in out, out[-4000:]
     assert "TASK [gpuops.platform.host_prep" not in out, out[-4000:]
-    changed = {
-        k: (before.get(k), after.get(k))
-        for k in before.keys() | after.keys()
-        if before.get(k) != after.get(k) and not (k in before and k not in after and (k[1] or k[2]) in going)
-    }
     assert changed == {}
 
 
