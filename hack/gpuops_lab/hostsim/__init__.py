@@ -6,7 +6,7 @@
                                        namespaces (runner.py)
 - create_host / destroy_host / inventory
                                        a tree plus a python wrapper per Ansible host (hosts.py)
-- kernel.apply(Host(tree)) / kernel.reboot(Host(tree))
+- kernel.apply(Host(tree)) / power.reboot(Host(tree))
                                        the simulated kernel (kernel.py)
 - probe                                independent readers of a tree for assertions (probe.py)
 

@@ -51,11 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         info = build_tree(args.profile, args.dest)
         print(json.dumps({k: info[k] for k in ("tree", "profile", "modules", "netdevs", "ibdevs")}, indent=1))
     elif args.cmd in ("apply", "reboot"):
-        from . import kernel  # noqa: PLC0415
+        from . import kernel, power  # noqa: PLC0415
         from .hostfs import Host  # noqa: PLC0415
 
         host = Host(args.tree)
-        out = kernel.apply(host) if args.cmd == "apply" else kernel.reboot(host)
+        out = kernel.apply(host) if args.cmd == "apply" else power.reboot(host)
         print("\n".join(out))
     elif args.cmd == "inventory":
         import yaml  # noqa: PLC0415

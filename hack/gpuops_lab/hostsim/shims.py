@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import catalog, packages, services
+from .bootcfg import SECURE_BOOT_VAR, grub_cfg, split_cmdline
 from .hostfs import SIM_RUN, Host, read, write
 
 
@@ -355,8 +356,6 @@ def _shell_vars(text: str) -> dict[str, str]:
 
 
 def update_grub(host: Host, args: list[str]) -> int:
-    from .tree import grub_cfg, split_cmdline  # noqa: PLC0415
-
     conf = _shell_vars(read(host.p("/etc/default/grub")))
     for f in sorted(host.p("/etc/default/grub.d").glob("*.cfg")) if host.p("/etc/default/grub.d").is_dir() else []:
         conf.update(_shell_vars(read(f)))
@@ -372,8 +371,6 @@ def mokutil(host: Host, args: list[str]) -> int:
     if "--sb-state" not in args:
         err("mokutil (simulated): only --sb-state is supported")
         return 1
-    from .tree import SECURE_BOOT_VAR  # noqa: PLC0415
-
     var = host.p(f"/sys/firmware/efi/efivars/{SECURE_BOOT_VAR}")
     if not var.exists():
         err("EFI variables are not supported on this system")

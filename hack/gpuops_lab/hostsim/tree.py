@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from . import kernel, model, packages, services, shims, sysfs
+from .bootcfg import SECURE_BOOT_VAR, grub_cfg, split_cmdline
 from .hostfs import META_DIR, SIM_RUN, Host, clear_dir, link, write
 
-SECURE_BOOT_VAR = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 OVERLAY_DIRS = ("etc", "usr", "run", "var", "opt", "boot")
 HACK = Path(__file__).resolve().parents[2]
 
@@ -65,30 +65,6 @@ def uname(h: dict[str, Any]) -> dict[str, str]:
     rel = h["kernel_release"]
     abi = rel.split("-")[1] if "-" in rel else "1"
     return {"release": rel, "version": f"#{abi}-Ubuntu SMP Fri Aug  2 19:25:20 UTC 2024", "machine": "x86_64"}
-
-
-def split_cmdline(cmdline: str) -> tuple[str, str, str]:
-    """(root args, GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT) of a kernel command line."""
-    root, linux, default = [], [], []
-    for w in cmdline.split():
-        if w.startswith("BOOT_IMAGE="):
-            continue
-        if w.startswith("root=") or w in ("ro", "rw"):
-            root.append(w)
-        elif w in ("quiet", "splash"):
-            default.append(w)
-        else:
-            linux.append(w)
-    return " ".join(root), " ".join(linux), " ".join(default)
-
-
-def grub_cfg(release: str, root_args: str, args: str) -> str:
-    return (
-        "# simulated grub.cfg (written by update-grub)\n"
-        "menuentry 'Linux' {\n"
-        f"\tlinux /boot/vmlinuz-{release} {root_args} {args}\n".replace("  ", " ")
-        + f"\tinitrd /boot/initrd.img-{release}\n}}\n"
-    )
 
 
 def _assign_sysfs(devices: list[dict[str, Any]]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from gpuops_lab.hostsim import kernel, probe
+from gpuops_lab.hostsim import kernel, power, probe
 from gpuops_lab.hostsim.hostfs import Host
 
 PF = "0000:14:00.0"
@@ -132,7 +132,7 @@ def test_reboot_honours_blacklists_and_the_initramfs(fresh, blacklist, regenerat
     if regenerate_initramfs:
         shims._snapshot(host, "update-initramfs")
     numvfs(tree, "2")
-    kernel.reboot(host)
+    power.reboot(host)
     mods = probe.modules(tree)
     assert ("nouveau" in mods) == nouveau_after
     if nouveau_after:
@@ -150,7 +150,7 @@ def test_reboot_restores_acs_and_applies_the_new_cmdline(fresh):
     (tree / "boot/grub/grub.cfg").write_text(
         "menuentry 'Linux' {\n\tlinux /boot/vmlinuz-5.15.0-119-generic root=UUID=x ro intel_iommu=on\n}\n"
     )
-    kernel.reboot(host)
+    power.reboot(host)
     assert probe.cmdline(tree).endswith("ro intel_iommu=on")
     assert probe.acs_ctrl(tree, "0000:10:01.0") == 0x001D  # Linux enables ACS once an IOMMU is on
     assert probe.pci(tree)["0000:11:00.0"]["iommu_group"] is not None
@@ -158,6 +158,6 @@ def test_reboot_restores_acs_and_applies_the_new_cmdline(fresh):
     off = probe.ext_capabilities(bytes(cfg))[0x000D]
     cfg[off + 6 : off + 8] = b"\x00\x00"  # setpci ECAP_ACS+6.w=0000
     port.write_bytes(bytes(cfg))
-    kernel.reboot(host)
+    power.reboot(host)
     assert probe.acs_ctrl(tree, "0000:10:01.0") == 0x001D
     assert probe.modules(tree).keys() == {"ice"}
