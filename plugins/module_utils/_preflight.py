@@ -70,9 +70,15 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
             "planned_fixes": {"type": "list", "elements": "str", "choices": list(rules.FIXES), "default": []},
         },
     },
+    # the action plugin turns it into O(hosts) on the controller (plugins/action/gpu_host_preflight.py)
+    "inventory_hosts": {"type": "list", "elements": "str"},
 }
 # O(hosts) evaluates several hosts whose facts are known, each with its own name and facts: not with these.
-MUTUALLY_EXCLUSIVE = [("hosts", "facts"), ("hosts", "node_name"), ("hosts", "probe")]
+MUTUALLY_EXCLUSIVE = [
+    ("hosts", "facts", "inventory_hosts"),
+    ("hosts", "node_name", "inventory_hosts"),
+    ("hosts", "probe", "inventory_hosts"),
+]
 
 # Re-exported for callers that used them from here.
 SEVERITIES = rules.SEVERITIES
@@ -203,6 +209,12 @@ def decide(facts: dict[str, Any], p: dict[str, Any], gathered: bool = False) -> 
         "node_labels": decision["node_labels"],
         "passed": not bad,
     }
+    if decision["node_labels"]:  # the Node patch that sets them, ready for one server-side apply of every node's
+        result["node_patch"] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node, "labels": decision["node_labels"]},
+        }
     if gathered:  # the facts it read, for the tasks and roles after it (as gpu_host_facts sets them)
         result["ansible_facts"] = {"gpuops_host": facts}
     stage = "host validation" if p["stage"] == "validate" else "host preflight"
@@ -264,6 +276,14 @@ def decide_hosts(p: dict[str, Any]) -> dict[str, Any]:
 
 def run(ctx: Any) -> dict[str, Any]:
     p = ctx.params
+    if p.get("inventory_hosts") is not None:
+        return {
+            "failed": True,
+            "changed": False,
+            "msg": "inventory_hosts is read by the gpu_host_preflight action plugin on the controller, which passes "
+            "hosts instead; call the module as gpuops.platform.gpu_host_preflight (its action runs first), or pass "
+            "hosts",
+        }
     if p.get("hosts") is not None:
         return decide_hosts(p)
     ctx.runner.remember_reads()  # the probes read what the gathering read a moment ago; nothing here changes it

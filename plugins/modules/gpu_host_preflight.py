@@ -188,7 +188,7 @@ options:
         run), in one module run, wherever the task runs (nothing is read from the hosts). Each host gets this call's
         other options with its own C(node_name), C(facts) and C(planned_fixes) (added to O(planned_fixes)); the
         results are in RV(hosts), and RV(findings), RV(report), RV(summary), RV(passed) and RV(msg) cover all of them.
-      - Mutually exclusive with O(facts), O(node_name) and O(probe).
+      - Mutually exclusive with O(facts), O(node_name), O(probe) and O(inventory_hosts).
     type: list
     elements: dict
     suboptions:
@@ -206,6 +206,15 @@ options:
         elements: str
         choices: [nouveau, acs, sriov, fabricmanager]
         default: []
+  inventory_hosts:
+    description:
+      - O(hosts) from the inventory - the names of hosts whose C(gpuops_host) facts this run already gathered. The
+        module's action plugin builds O(hosts) from each host's variables on the controller - C(gpuops_node_name) (else
+        the inventory name), C(ansible_facts.gpuops_host) and, in check mode, C(host_prep_planned_fixes) - and a host
+        without those facts is an error naming it.
+      - Mutually exclusive with O(hosts), O(facts), O(node_name) and O(probe).
+    type: list
+    elements: str
 """
 
 EXAMPLES = r"""
@@ -235,6 +244,14 @@ EXAMPLES = r"""
     hosts:
       - {node_name: dgx-h100-0, facts: "{{ hostvars['dgx-h100-0'].ansible_facts.gpuops_host }}"}
       - {node_name: dgx-h100-1, facts: "{{ hostvars['dgx-h100-1'].ansible_facts.gpuops_host }}"}
+    checks: [driver, mofed, fabricmanager]
+    nvidia_driver: container
+    exclude_host_driver_nodes: true
+    fail_on: never
+
+- name: The same, naming the inventory hosts (the action plugin reads their facts and node names)
+  gpuops.platform.gpu_host_preflight:
+    inventory_hosts: [dgx-h100-0, dgx-h100-1]
     checks: [driver, mofed, fabricmanager]
     nvidia_driver: container
     exclude_host_driver_nodes: true
@@ -363,6 +380,13 @@ node_labels:
   description: Node labels the cluster plane must set for this host, for example C(nvidia.com/gpu.deploy.driver=false).
   returned: unless O(hosts) (then per host in RV(hosts))
   type: dict
+node_patch:
+  description:
+    - The Node object (C(apiVersion), C(kind), C(metadata.name) and C(metadata.labels)) that sets RV(node_labels), for
+      one server-side apply of every host's; only when RV(node_labels) is not empty.
+  returned: when RV(node_labels) is not empty (with O(hosts), per host in RV(hosts))
+  type: dict
+  sample: {apiVersion: v1, kind: Node, metadata: {name: dgx-h100-0, labels: {nvidia.com/gpu.deploy.driver: "false"}}}
 node_name:
   description: O(node_name), or V(host).
   returned: unless O(hosts) (then per host in RV(hosts))

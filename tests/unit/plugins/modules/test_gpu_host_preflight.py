@@ -98,12 +98,26 @@ def test_hosts_in_one_run_read_nothing(commands, run_module):
         ("b", {"nvidia.com/gpu.deploy.driver": "false"}),
     ]
     assert [f["id"] for f in result["findings"]] == ["host-driver-node-excluded"]
+    # the Node patch that sets the labels, only where there are labels to set
+    assert [h.get("node_patch") for h in result["hosts"]] == [
+        None,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "b", "labels": {"nvidia.com/gpu.deploy.driver": "false"}},
+        },
+    ]
 
 
 @pytest.mark.parametrize("other", [{"facts": {}}, {"node_name": "x"}, {"probe": {}}])
 def test_hosts_excludes_single_host_options(commands, run_module, other):
     result, failed = run_module(gpu_host_preflight, {"hosts": [{"node_name": "a", "facts": {}}], **other})
     assert failed and "mutually exclusive" in result["msg"] and "hosts" in result["msg"]
+
+
+def test_inventory_hosts_needs_the_action_plugin(commands, run_module):
+    result, failed = run_module(gpu_host_preflight, {"inventory_hosts": ["a"]})
+    assert failed and "action plugin" in result["msg"] and commands.calls == []
 
 
 # Issue 27: a bad host input names the option it came from (fix.acs_devices[i], sriov[i].pf, sriov[i].num_vfs),
