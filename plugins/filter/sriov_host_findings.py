@@ -16,18 +16,26 @@ description:
     overlapping VF ranges, and one owner per PF against host_prep's C(sriov_vfs).
   - Returns the findings C({id, severity, object, evidence, cause, fix}); findings that differ only in the host are
     merged into one naming the hosts.
-positional: hosts
+positional: facts, labels, vfs
 options:
   _input:
     description: The role's variables, keyed by their full names.
     type: dict
     required: true
-  hosts:
+  facts:
     description:
-      - Each inventory host (= node name) mapped to C({facts, labels, host_prep_sriov_vfs}) - its C(gpuops_host)
-        facts, its node labels (null when not known) and host_prep's VF requests for it.
+      - Each inventory host (= node name) of the group mapped to its C(gpuops_host) facts (null when not known). The
+        hosts judged are its keys.
     type: dict
     required: true
+  labels:
+    description: Node name to the node's labels (a host with no node here is judged with labels not known).
+    type: dict
+    default: {}
+  vfs:
+    description: Inventory host to host_prep's VF requests for it (C(host_prep_sriov_vfs); none when missing).
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -35,7 +43,7 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that: _findings | selectattr('severity', 'eq', 'error') | length == 0
   vars:
-    _findings: "{{ sriov_variables | gpuops.platform.sriov_host_findings(hosts) }}"
+    _findings: "{{ sriov_variables | gpuops.platform.sriov_host_findings(facts_by_host, labels_by_node, vfs_by_host) }}"
 """
 
 RETURN = r"""
@@ -52,13 +60,19 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy  # noqa: E402
 
 
-def sriov_host_findings(variables: Any, hosts: Any) -> list[dict[str, Any]]:
-    if not isinstance(variables, Mapping) or not isinstance(hosts, Mapping):
+def sriov_host_findings(variables: Any, facts: Any, labels: Any = None, vfs: Any = None) -> list[dict[str, Any]]:
+    labels, vfs = labels or {}, vfs or {}
+    if not all(isinstance(x, Mapping) for x in (variables, facts, labels, vfs)):
         raise AnsibleFilterError(
-            "sriov_host_findings expects the sriov_network_operator_* variables and the hosts as dicts"
+            "sriov_host_findings expects the sriov_network_operator_* variables, then the facts, node labels and "
+            "host_prep VF requests per host, as dicts"
         )
-    if not hosts:
+    if not facts:
         return []
+    hosts = {
+        h: {"facts": f, "labels": labels.get(h), "host_prep_sriov_vfs": list(vfs.get(h) or [])}
+        for h, f in facts.items()
+    }
     return _sriov_policy.policy_host_findings(variables.get("sriov_network_operator_policies") or [], hosts)
 
 

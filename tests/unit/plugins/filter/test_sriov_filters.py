@@ -130,11 +130,16 @@ def test_host_findings_take_the_hosts_facts():
         "link_layer": "InfiniBand",
         "sriov_totalvfs": 16,
     }
-    hosts = {"dgx-0": {"facts": {"nics": [nic]}, "labels": SEL, "host_prep_sriov_vfs": []}}
-    assert sriov_host_findings(variables(), hosts) == []
-    over = sriov_host_findings(variables(policies=[{**RAIL, "num_vfs": 32}]), hosts)
+    facts, labels = {"dgx-0": {"nics": [nic]}}, {"dgx-0": SEL}
+    assert sriov_host_findings(variables(), facts, labels, {"dgx-0": []}) == []
+    over = sriov_host_findings(variables(policies=[{**RAIL, "num_vfs": 32}]), facts, labels)
     assert [f["id"] for f in over] == ["sriov-policy-vfs-above-limit"]
     assert sriov_host_findings(variables(), {}) == []
+    # host_prep's VF request for the same PF: a second owner
+    mine = sriov_host_findings(variables(), facts, labels, {"dgx-0": [{"pf": "ibp20s0", "num_vfs": 4}]})
+    assert mine and all(f["severity"] == "error" for f in mine), mine
+    with pytest.raises(AnsibleFilterError, match="as dicts"):
+        sriov_host_findings(variables(), facts, ["not", "a", "dict"])
 
 
 def state(name, *policies, sync="Succeeded"):
