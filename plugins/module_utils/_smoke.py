@@ -925,6 +925,24 @@ def node_records(rows: Sequence[Mapping[str, Any]], timestamp: str) -> list[Obj]
     ]
 
 
+def recorded(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The results the last run recorded on ``nodes`` (their ``gpuops.platform/smoke.<test>`` labels, as
+    :func:`node_records` writes them): ``rows`` ({node, test, result}, by node then test), ``failed`` (``"<node>
+    <label>"`` of each result ``fail``) and ``text`` (NODE TEST RESULT lines, or a sentence when there is none)."""
+    rows = [
+        {"node": _meta(n).get("name", ""), "test": key[len(RESULT_PREFIX) :], "result": str(value)}
+        for n in nodes
+        for key, value in sorted((_meta(n).get("labels") or {}).items())
+        if key.startswith(RESULT_PREFIX)
+    ]
+    rows.sort(key=lambda r: (r["node"], r["test"]))
+    return {
+        "rows": rows,
+        "failed": [f"{r['node']} {RESULT_PREFIX}{r['test']}" for r in rows if r["result"] == "fail"],
+        "text": "\n".join(f"{r['node']}  {r['test']}  {r['result']}" for r in rows) or "no smoke test result recorded",
+    }
+
+
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     head = ("TEST", "PHASE", "NODE", "PRODUCT", "RESULT", "DETAIL")
     body = [

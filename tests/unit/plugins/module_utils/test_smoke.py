@@ -7,6 +7,7 @@ import json
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.smoke_plan import smoke_plan
+from ansible_collections.gpuops.platform.plugins.filter.smoke_recorded import smoke_recorded
 from ansible_collections.gpuops.platform.plugins.filter.smoke_results import smoke_results
 from ansible_collections.gpuops.platform.plugins.module_utils import _smoke
 
@@ -585,3 +586,30 @@ def test_the_record_keeps_each_pod_s_placement_and_requests():
 def test_the_results_filter_refuses_a_phase_that_is_not_a_number():
     with pytest.raises(AnsibleFilterError):
         smoke_results(PLAN, [], {}, False, "", "first")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "rows", "failed", "text"),
+    [
+        ([], [], [], "no smoke test result recorded"),
+        ([node("cpu-0")], [], [], "no smoke test result recorded"),  # labels, none of them a result
+        (
+            [
+                {"metadata": {"name": "b", "labels": {"gpuops.platform/smoke.nccl": "fail", "x": "y"}}},
+                {"metadata": {"name": "a", "labels": {"gpuops.platform/smoke.gpu": "pass"}}},
+                {"metadata": {"name": "c"}},  # a node without labels
+            ],
+            [{"node": "a", "test": "gpu", "result": "pass"}, {"node": "b", "test": "nccl", "result": "fail"}],
+            ["b gpuops.platform/smoke.nccl"],
+            "a  gpu  pass\nb  nccl  fail",
+        ),
+    ],
+)
+def test_recorded_results_on_the_nodes(nodes, rows, failed, text):
+    out = smoke_recorded(nodes)
+    assert (out["rows"], out["failed"], out["text"]) == (rows, failed, text)
+
+
+def test_recorded_refuses_what_is_not_nodes():
+    with pytest.raises(AnsibleFilterError, match="list of Node objects"):
+        smoke_recorded({"resources": []})
