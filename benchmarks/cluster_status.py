@@ -36,7 +36,11 @@ from kubernetes import client
 
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _diagnosis, _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import (
+    _cluster_status,  # noqa: E402
+    _diagnosis,  # noqa: E402
+)
 
 PARAMS = {"operator_namespace": "gpu-operator", "amd_namespace": "kube-amd-gpu", "host_facts": None}
 # what the gpu_operator role's wait judges at each look: its ClusterPolicy and every GPU node

@@ -57,7 +57,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network  # noqa: E402
 
 
 def network_host_findings(variables: Any, hosts: Any, gpu_operator: Any = None) -> list[dict[str, Any]]:

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network  # noqa: E402
 
 
 def network_input_findings(variables: Any) -> list[dict[str, Any]]:

@@ -82,12 +82,9 @@ from typing import Any  # noqa: E402
 
 import yaml  # noqa: E402
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import (  # noqa: E402
-    _cluster_status,
-    _sharing,
-    _sharing_status,
-)
-from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _sharing, _sharing_status  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._plain import plain  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status  # noqa: E402
 
 
 def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-arguments,too-many-locals

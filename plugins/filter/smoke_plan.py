@@ -60,7 +60,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _smoke  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.smoke import _smoke  # noqa: E402
 
 
 def smoke_plan(variables: Any, nodes: Any, status_nodes: Any = None) -> dict[str, Any]:

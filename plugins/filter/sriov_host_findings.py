@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_policy  # noqa: E402
 
 
 def sriov_host_findings(variables: Any, hosts: Any) -> list[dict[str, Any]]:

@@ -127,8 +127,12 @@ from typing import Any  # noqa: E402
 import yaml  # noqa: E402
 from ansible.errors import AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s, _node_inventory  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import (  # noqa: E402
+    _cluster_status,
+    _node_inventory,
+)
 
 _AUTH = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert", "client_key")
 _SELECTION = ("node_selector", "operator_namespace", "address_type")

@@ -117,8 +117,11 @@ tags:
 import os  # noqa: E402
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _chart_index, _helm_oci  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release import (  # noqa: E402
+    _chart_index,
+    _helm_oci,
+)
 
 ARGUMENT_SPEC = {
     "repo_url": {"type": "str", "required": True},

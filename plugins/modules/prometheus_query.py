@@ -169,13 +169,10 @@ from collections.abc import Mapping  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.module_utils.urls import open_url  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import (  # noqa: E402
-    _k8s,
-    _monitoring,
-    _prometheus,
-    _readiness,
-)
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _monitoring, _prometheus  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness  # noqa: E402
 
 ARGUMENT_SPEC = dict(
     _k8s.auth_argument_spec(),

@@ -253,8 +253,9 @@ report:
 
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _chart_index, _inputs  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs import _inputs  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _chart_index  # noqa: E402
 
 ARGUMENT_SPEC = {
     "role": {"type": "str", "required": True},

@@ -35,8 +35,8 @@ from kubernetes import client
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _dashboards as dash  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _dashboards as dash  # noqa: E402
 
 CP_CRD = REPO / "tests/fixtures/charts/gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml"
 PROM_CRDS = REPO / "tests/fixtures/charts/kube-prometheus-stack/crds"

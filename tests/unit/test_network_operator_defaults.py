@@ -12,7 +12,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1].parent
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network  # noqa: E402
 
 DEFAULTS = yaml.safe_load((REPO / "roles/network_operator/defaults/main.yml").read_text())
 GPUOPS = yaml.safe_load((REPO / "roles/gpuops/defaults/main.yml").read_text())

@@ -20,7 +20,7 @@ if not _link.exists():
     _link.parent.mkdir(parents=True, exist_ok=True)
     _link.symlink_to(REPO)
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _inputs  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs import _inputs  # noqa: E402
 
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
 KEYWORDS = set(Task.fattributes) | {"block", "rescue", "always", "local_action"}

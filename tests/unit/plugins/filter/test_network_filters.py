@@ -8,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.network_host_findings import network_host_findings
 from ansible_collections.gpuops.platform.plugins.filter.network_input_findings import network_input_findings
 from ansible_collections.gpuops.platform.plugins.filter.network_operator_objects import network_operator_objects
-from ansible_collections.gpuops.platform.plugins.module_utils import _network
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network
 
 CX7 = {
     "address": "0000:1a:00.0",

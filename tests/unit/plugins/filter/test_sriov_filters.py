@@ -12,7 +12,8 @@ from ansible_collections.gpuops.platform.plugins.filter.sriov_input_findings imp
 from ansible_collections.gpuops.platform.plugins.filter.sriov_network_operator_objects import (
     sriov_network_operator_objects,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _readiness, _sriov_policy
+from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_policy
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status, _readiness
 
 NS = "sriov-network-operator"
 SEL = {"feature.node.kubernetes.io/pci-15b3.sriov.capable": "true"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.filter.unknown_keys import unknown_keys
-from ansible_collections.gpuops.platform.plugins.module_utils import _chart_refs
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _chart_refs
 
 CHARTS = Path(__file__).resolve().parents[3] / "fixtures" / "charts"
 GPU_OP = CHARTS / "gpu-operator" / "v26.7.0"

@@ -4,8 +4,8 @@ with a constant number of requests, and the result shape. No cluster: hand-built
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status as cs
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status as cs
 
 NS = "gpu-operator"
 NFD_NVIDIA = {"feature.node.kubernetes.io/pci-10de.present": "true"}

@@ -4,8 +4,8 @@ vendor scoping of _cluster_status.gather against a fake reader whose answers cha
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status as cs
-from ansible_collections.gpuops.platform.plugins.module_utils import _readiness as rd
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status as cs
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness as rd
 from test_cluster_status import NS, cluster_policy, gpu_node, node, operator_pod, pod, ready_pod
 
 

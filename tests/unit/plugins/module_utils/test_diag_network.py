@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status as cs
-from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status as cs
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _diagnosis
 from test_cluster_status import (
     NS,
     cluster_policy,
@@ -483,7 +483,7 @@ def test_network_in_the_operator_namespace_is_listed_once():
 # -- through main() ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("check_mode", [True, False])
 def test_module_network_option(monkeypatch, run_module, check_mode):
-    from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
+    from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
     from ansible_collections.gpuops.platform.plugins.modules import gpu_cluster_status
 
     data = {**netcluster(nodes=[nic_node("n1", rdma=None)]), "poddisruptionbudgets": []}

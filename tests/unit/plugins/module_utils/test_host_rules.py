@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _host_rules as rules
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _host_rules as rules
 
 NIC = {
     "address": "0000:14:00.0",

@@ -4,7 +4,7 @@ gives a fix."""
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _inputs
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs import _inputs
 
 
 def ids(findings):

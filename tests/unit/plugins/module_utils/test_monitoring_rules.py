@@ -11,7 +11,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.monitoring_objects import monitoring_objects
 from ansible_collections.gpuops.platform.plugins.filter.monitoring_owned import monitoring_owned
-from ansible_collections.gpuops.platform.plugins.module_utils import _dashboards, _monitoring, _prometheus
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _dashboards, _monitoring, _prometheus
 
 
 def prom(spec, name="kps-prometheus", namespace="monitoring"):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.gpuops.platform.plugins.module_utils import _network as net
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network as net
 
 REPO = Path(__file__).resolve().parents[4]
 CHART = REPO / "tests" / "fixtures" / "charts" / "network-operator" / "26.4.1"

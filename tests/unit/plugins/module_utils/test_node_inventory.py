@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _node_inventory
-from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import base_product
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status, _node_inventory
+from ansible_collections.gpuops.platform.plugins.module_utils.status._gpu_labels import base_product
 
 
 def _node(name, labels=None, alloc=None, ready="True", unschedulable=False, addresses=None):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _network, _readiness
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness
 
 
 def test_network_kinds_use_the_network_predicates():

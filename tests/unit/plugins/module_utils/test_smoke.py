@@ -8,7 +8,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.smoke_plan import smoke_plan
 from ansible_collections.gpuops.platform.plugins.filter.smoke_results import smoke_results
-from ansible_collections.gpuops.platform.plugins.module_utils import _smoke
+from ansible_collections.gpuops.platform.plugins.module_utils.smoke import _smoke
 
 DIGEST = "@sha256:" + "a" * 64
 H100 = "NVIDIA-H100-80GB-HBM3"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy as sp
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_policy as sp
 
 # A DGX-like host: two ConnectX-7 InfiniBand PFs (16 VFs in firmware), a RoCE PF, an E810 without SR-IOV enabled.
 IB0 = {

@@ -8,7 +8,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _owned, _readiness
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s, _owned
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness
 from ansible_collections.gpuops.platform.plugins.modules import smoke_tests_pods
 
 # the plan and pod helpers of the rule's own tables (tests/unit/plugins/module_utils/test_smoke.py)
