@@ -61,6 +61,7 @@ from typing import Any  # noqa: E402
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_policy  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _sriov_ready  # noqa: E402
 
 PREFIX = "sriov_network_operator_"
 
@@ -87,7 +88,7 @@ def sriov_network_operator_objects(variables: Any) -> dict[str, Any]:
         "networks": networks,
         "chart_values": {"sriovOperatorConfig": {"deploy": False}},
         "prefix": prefix,
-        "resources": sorted({_sriov_policy.resource(prefix, p["spec"]["resourceName"]) for p in policies}),
+        "resources": sorted({_sriov_ready.resource(prefix, p["spec"]["resourceName"]) for p in policies}),
     }
 
 

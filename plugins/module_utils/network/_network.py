@@ -8,8 +8,8 @@
 """The network_operator role's rules and builders, once: pure functions (no I/O) of the role's variables and the
 hosts' ``gpuops_host`` facts. Builders return the objects the role applies (the NicClusterPolicy, IPPools,
 MacvlanNetwork / HostDeviceNetwork / IPoIBNetwork) and the chart values it owns; rules return findings
-``{id, severity, object, evidence, cause, fix}``; :func:`nic_cluster_policy_ready` is the readiness predicate of
-the NicClusterPolicy (same contract as the predicates of ``_readiness``).
+``{id, severity, object, evidence, cause, fix}``. The readiness predicates of the objects it builds are in
+``status/_network_ready`` (the builders import from there, never the other way).
 
 Upstream: Mellanox/network-operator v26.4.1 (chart ``deployment/network-operator``, CRDs, ``hack/release.yaml``,
 the NicClusterPolicy webhook ``api/v1alpha1/validator/nicpolicy_webhook.go``), Mellanox/k8s-rdma-shared-dev-plugin
@@ -93,6 +93,11 @@ from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs imp
     show,
     variable_finding,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils.status._network_ready import (
+    POLICY_NAME,
+    _dict,
+    _list,
+)
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
@@ -102,8 +107,6 @@ Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]  # noqa: UP007 - r
 PREFIX = "network_operator_"
 MODES = ("rdma_shared", "sriov", "host_device")
 API_VERSION = "mellanox.com/v1alpha1"
-# pkg/consts.NicClusterPolicyResourceName: any other name gets status.state ignore.
-POLICY_NAME = "nic-cluster-policy"
 IPAM_API_VERSION = "nv-ipam.nvidia.com/v1alpha1"
 # The operands (OFED, RDMA shared and SR-IOV device plugins) run only on nodes with this label (the chart's
 # NodeFeatureRule sets it for NICs of vendor 15b3, class 0200/0207).
@@ -134,17 +137,6 @@ DOCA_TELEMETRY_RELEASE = {"repository": "nvcr.io/nvidia/doca", "version": "1.25.
 # endpoint (prometheus=http://0.0.0.0:9189)
 DOCA_TELEMETRY_POD_LABELS = {"app.kubernetes.io/name": "doca-telemetry"}
 DOCA_TELEMETRY_PORT = 9189
-# NicClusterPolicy section -> status.appliedStates[].name (pkg/state/state_*.go @ v26.4.1)
-STATES = {
-    "ofedDriver": "state-OFED",
-    "rdmaSharedDevicePlugin": "state-RDMA-device-plugin",
-    "sriovDevicePlugin": "state-SRIOV-device-plugin",
-    "multus": "state-multus-cni",
-    "cniPlugins": "state-container-networking-plugins",
-    "ipoib": "state-ipoib-cni",
-    "nvIpam": "state-nv-ipam-cni",
-    "docaTelemetryService": "state-doca-telemetry-service",
-}
 # docs/mofed-container-env-vars.md @ v26.4.1: the driver container's documented variables
 OFED_ENV = (
     "CREATE_IFNAMES_UDEV",
@@ -255,14 +247,6 @@ def _var(key: str, *path: str | int) -> str:
     for p in path:
         out += f"[{p}]" if isinstance(p, int) else f".{p}"
     return out
-
-
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def _strings(value: Any) -> list[str]:
@@ -1272,58 +1256,3 @@ def mofed_findings(
                 f["fix"] += f"; or accept it with {_var('allow_host_mofed')}: true"
             out.append(f)
     return out
-
-
-# -- readiness ---------------------------------------------------------------------------------------------
-def _sections(spec: Mapping[str, Any]) -> list[str]:
-    """The sections of a NicClusterPolicy spec that have an appliedStates entry."""
-    out = [s for s in STATES if s in spec]
-    out += [s for s in STATES if s in _dict(spec.get("secondaryNetwork"))]
-    return out
-
-
-def nic_cluster_policy_ready(obj: Obj) -> Unmet:
-    """NicClusterPolicy: status.state == ready and every section of the spec has its appliedStates entry ready
-    (the status has no observedGeneration: a section added to the spec shows as missing until the operator has
-    seen it). A policy not named nic-cluster-policy is ignored by the operator, forever."""
-    meta = _dict(obj.get("metadata"))
-    status = _dict(obj.get("status"))
-    state = status.get("state")
-    if meta.get("name") != POLICY_NAME:
-        return (
-            f"the operator ignores NicClusterPolicies not named {POLICY_NAME} (this one is {meta.get('name')}"
-            + (f"; status.reason: {status.get('reason')}" if status.get("reason") else "")
-            + ")"
-        )
-    applied = {str(s.get("name")): s for s in _list(status.get("appliedStates")) if isinstance(s, Mapping)}
-    bad = [
-        f"{name} {s.get('state')}" + (f" ({s.get('message')})" if s.get("message") else "")
-        for name, s in applied.items()
-        if s.get("state") in ("notReady", "error")
-    ]
-    missing = [STATES[s] for s in _sections(_dict(obj.get("spec"))) if STATES[s] not in applied]
-    if state == "ready" and not missing:
-        return None
-    if not state:
-        return "status.state is empty, want ready (not reconciled yet: is the network-operator pod running?)"
-    text = f"status.state is {state}, want ready"
-    if status.get("reason"):
-        text += f" (reason: {status.get('reason')})"
-    if bad:
-        text += "; not ready: " + ", ".join(bad)
-    if missing:
-        text += "; no status yet for " + ", ".join(missing)
-    return text
-
-
-def network_ready(obj: Obj) -> Unmet:
-    """MacvlanNetwork / HostDeviceNetwork / IPoIBNetwork: status.state == ready (the NetworkAttachmentDefinition
-    is written)."""
-    status = _dict(obj.get("status"))
-    state = status.get("state")
-    if state == "ready":
-        return None
-    if not state:
-        return "status.state is empty, want ready (not reconciled yet)"
-    reason = f" (reason: {status.get('reason')})" if status.get("reason") else ""
-    return f"status.state is {state}, want ready{reason}"

@@ -17,13 +17,13 @@ from typing import Any, cast
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_node
 from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput
-from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_policy
 from ansible_collections.gpuops.platform.plugins.module_utils.status import (
     _diag_batch,
     _diag_scheduling,
     _diagnosis,
     _network_status,
     _readiness,
+    _sriov_ready,
     _workloads,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.status._gpu_labels import (
@@ -229,9 +229,9 @@ def sriov_not_ready(
 ) -> list[_readiness.NotReady]:
     """What ``wait.sriov_policies`` still waits for: each policy the operator has not written into a
     SriovNetworkNodeState yet, then each node a policy selects without the policy's resource allocatable
-    (_sriov_policy.unapplied_policies, expected_resources, node_resource). What ``wait.sriov_policies_removed`` (the
+    (_sriov_ready.unapplied_policies, expected_resources, node_resource). What ``wait.sriov_policies_removed`` (the
     policies just deleted) waits for: no state's spec names them any more, and no PF they selected still has VFs
-    (_sriov_policy.lingering_policies, unreset_pfs). One more list per look, none without policies."""
+    (_sriov_ready.lingering_policies, unreset_pfs). One more list per look, none without policies."""
     unmet: str | None
     policies = wait.get("sriov_policies") or []
     removed = wait.get("sriov_policies_removed") or []
@@ -242,13 +242,13 @@ def sriov_not_ready(
     states = reader.objects(k.group, k.version, k.plural, ns) or []
     out = [
         _readiness.NotReady("SriovNetworkNodePolicy", ns, name, "not yet written into a SriovNetworkNodeState")
-        for name in _sriov_policy.unapplied_policies(policies, states)
+        for name in _sriov_ready.unapplied_policies(policies, states)
     ]
     out += [
         _readiness.NotReady(
             "SriovNetworkNodePolicy", ns, name, "deleted, still written into a SriovNetworkNodeState's spec"
         )
-        for name in _sriov_policy.lingering_policies(removed, states)
+        for name in _sriov_ready.lingering_policies(removed, states)
     ]
     if removed:
         labels = {
@@ -256,12 +256,12 @@ def sriov_not_ready(
         }
         for state in states:
             name = (state.get("metadata") or {}).get("name")
-            for unmet in _sriov_policy.unreset_pfs(removed, state, labels.get(name)):
+            for unmet in _sriov_ready.unreset_pfs(removed, state, labels.get(name)):
                 out.append(_readiness.NotReady("SriovNetworkNodeState", ns, cast(str, name), unmet))
     prefix = wait.get("sriov_resource_prefix") or "openshift.io"
     for node in raw["nodes"]:
-        for name in _sriov_policy.expected_resources(policies, node, prefix):
-            unmet = _sriov_policy.node_resource(node, name)
+        for name in _sriov_ready.expected_resources(policies, node, prefix):
+            unmet = _sriov_ready.node_resource(node, name)
             if unmet:
                 out.append(
                     _readiness.NotReady("Node", None, cast(str, (node.get("metadata") or {}).get("name")), unmet)

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _kueue
-from ansible_collections.gpuops.platform.plugins.module_utils.network import _network
-from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_policy
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _network_ready, _sriov_ready
 
 Obj = dict[str, Any]
 Unmet = Optional[str]  # noqa: UP045 - a runtime alias: module_utils still import on Python 3.9
@@ -165,7 +164,7 @@ KINDS: dict[str, Kind] = {
         "v1alpha1",
         "nicclusterpolicies",
         False,
-        _network.nic_cluster_policy_ready,
+        _network_ready.nic_cluster_policy_ready,
         "read status.appliedStates of the NicClusterPolicy and the network-operator pod's log; the operand "
         "DaemonSets run only on nodes labelled feature.node.kubernetes.io/pci-15b3.present=true",
     ),
@@ -174,7 +173,7 @@ KINDS: dict[str, Kind] = {
         "v1alpha1",
         "macvlannetworks",
         False,
-        _network.network_ready,
+        _network_ready.network_ready,
         "read the network's status.reason; its NetworkAttachmentDefinition goes to spec.networkNamespace",
     ),
     "HostDeviceNetwork": Kind(
@@ -182,7 +181,7 @@ KINDS: dict[str, Kind] = {
         "v1alpha1",
         "hostdevicenetworks",
         False,
-        _network.network_ready,
+        _network_ready.network_ready,
         "read the network's status.reason; its NetworkAttachmentDefinition goes to spec.networkNamespace",
     ),
     "IPoIBNetwork": Kind(
@@ -190,7 +189,7 @@ KINDS: dict[str, Kind] = {
         "v1alpha1",
         "ipoibnetworks",
         False,
-        _network.network_ready,
+        _network_ready.network_ready,
         "read the network's status.reason; its NetworkAttachmentDefinition goes to spec.networkNamespace",
     ),
     "SriovNetworkNodeState": Kind(
@@ -198,7 +197,7 @@ KINDS: dict[str, Kind] = {
         "v1",
         "sriovnetworknodestates",
         True,
-        _sriov_policy.sriov_network_node_state,
+        _sriov_ready.sriov_network_node_state,
         "the node's sriov-network-config-daemon reports here: read its log; lastSyncError names the PF; a drain "
         "blocked by a PodDisruptionBudget keeps the state InProgress (kubectl get pdb -A)",
     ),

@@ -12,8 +12,7 @@ from ansible_collections.gpuops.platform.plugins.filter.sriov_input_findings imp
 from ansible_collections.gpuops.platform.plugins.filter.sriov_network_operator_objects import (
     sriov_network_operator_objects,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_policy
-from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status, _readiness
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status, _readiness, _sriov_ready
 
 NS = "sriov-network-operator"
 SEL = {"feature.node.kubernetes.io/pci-15b3.sriov.capable": "true"}
@@ -207,7 +206,7 @@ def test_the_wait_option_knows_the_node_state():
         "sriovnetworknodestates",
         True,
     )
-    assert kind.ready is _sriov_policy.sriov_network_node_state
+    assert kind.ready is _sriov_ready.sriov_network_node_state
     failed = {"status": {"syncStatus": "Failed", "lastSyncError": "PF ibp20s0: sriov_totalvfs is 16"}}
     assert "lastSyncError: PF ibp20s0" in _readiness.KINDS["SriovNetworkNodeState"].ready(failed)
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible_collections.gpuops.platform.plugins.module_utils.network import _network as net
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _network_ready
 
 REPO = Path(__file__).resolve().parents[4]
 CHART = REPO / "tests" / "fixtures" / "charts" / "network-operator" / "26.4.1"
@@ -704,7 +705,7 @@ def policy(
     return obj
 
 
-ALL_READY = [{"name": n, "state": "ready"} for n in net.STATES.values()]
+ALL_READY = [{"name": n, "state": "ready"} for n in _network_ready.STATES.values()]
 
 
 @pytest.mark.parametrize(
@@ -754,13 +755,13 @@ ALL_READY = [{"name": n, "state": "ready"} for n in net.STATES.values()]
     ],
 )
 def test_nic_cluster_policy_ready(obj, unmet):
-    assert net.nic_cluster_policy_ready(obj) == unmet
+    assert _network_ready.nic_cluster_policy_ready(obj) == unmet
 
 
 def test_ignored_policy_shows_the_operators_reason():
     obj = policy("ignore", name="my-policy")
     obj["status"]["reason"] = "Unsupported NicClusterPolicy instance my-policy."
-    assert net.nic_cluster_policy_ready(obj).endswith(
+    assert _network_ready.nic_cluster_policy_ready(obj).endswith(
         "; status.reason: Unsupported NicClusterPolicy instance my-policy.)"
     )
 
@@ -775,7 +776,7 @@ def test_ignored_policy_shows_the_operators_reason():
 )
 def test_network_ready(status, unmet):
     obj = {"metadata": {"name": "n"}, **({"status": status} if status else {})}
-    assert net.network_ready(obj) == unmet
+    assert _network_ready.network_ready(obj) == unmet
 
 
 def test_the_crds_mirror_upstreams_identity():

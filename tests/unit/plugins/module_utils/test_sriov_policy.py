@@ -12,6 +12,7 @@ import pytest
 import yaml
 from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput
 from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_policy as sp
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _sriov_ready
 
 # A DGX-like host: two ConnectX-7 InfiniBand PFs (16 VFs in firmware), a RoCE PF, an E810 without SR-IOV enabled.
 IB0 = {
@@ -530,7 +531,7 @@ STATUS_IFACE = dict(IB0, pciAddress="0000:18:00.0", name="ibp24s0", numVfs=8, to
 
 
 def state(sync: Any = "Succeeded", error: Any = None, desired: Any = "Idle", current: Any = "Idle", **kw: Any) -> dict:
-    annotations = {k: v for k, v in ((sp.DESIRED_STATE, desired), (sp.CURRENT_STATE, current)) if v}
+    annotations = {k: v for k, v in ((_sriov_ready.DESIRED_STATE, desired), (_sriov_ready.CURRENT_STATE, current)) if v}
     status = {"syncStatus": sync, "lastSyncError": error, "interfaces": kw.get("status_ifaces", [STATUS_IFACE])}
     return {
         "metadata": {"name": "dgx-01", "namespace": "sriov", "annotations": annotations},
@@ -583,7 +584,7 @@ def state(sync: Any = "Succeeded", error: Any = None, desired: Any = "Idle", cur
     ],
 )
 def test_sriov_network_node_state(obj, unmet):
-    got = sp.sriov_network_node_state(obj)
+    got = _sriov_ready.sriov_network_node_state(obj)
     if unmet is None:
         assert got is None
     else:
@@ -602,7 +603,7 @@ def test_sriov_network_node_state(obj, unmet):
     ],
 )
 def test_node_resource(allocatable, minimum, unmet):
-    got = sp.node_resource({"status": {"allocatable": allocatable}}, "openshift.io/rail0_ib", minimum)
+    got = _sriov_ready.node_resource({"status": {"allocatable": allocatable}}, "openshift.io/rail0_ib", minimum)
     assert got == unmet if unmet is None else got is not None and got.startswith(unmet)
 
 
@@ -618,7 +619,7 @@ def test_node_resource(allocatable, minimum, unmet):
 )
 def test_resource_prefix(source, values, prefix):
     assert sp.resource_prefix(source, values) == prefix
-    assert sp.resource(prefix, "rail0_ib") == f"{prefix}/rail0_ib"
+    assert _sriov_ready.resource(prefix, "rail0_ib") == f"{prefix}/rail0_ib"
 
 
 @pytest.mark.parametrize(
@@ -636,9 +637,9 @@ def test_expected_resources_follow_node_selectors():
     ]
     gpu_node = {"metadata": {"name": "dgx-01", "labels": GPU_LABELS}}
     cpu_node = {"metadata": {"name": "c1", "labels": {"pool": "cpu"}}}
-    assert sp.expected_resources(policies, gpu_node, "nvidia.com") == ["nvidia.com/rail0_ib"]
-    assert sp.expected_resources(policies, cpu_node, "openshift.io") == ["openshift.io/cpu_eth"]
-    assert sp.expected_resources(policies, {"metadata": {"name": "bare"}}, "openshift.io") == []
+    assert _sriov_ready.expected_resources(policies, gpu_node, "nvidia.com") == ["nvidia.com/rail0_ib"]
+    assert _sriov_ready.expected_resources(policies, cpu_node, "openshift.io") == ["openshift.io/cpu_eth"]
+    assert _sriov_ready.expected_resources(policies, {"metadata": {"name": "bare"}}, "openshift.io") == []
 
 
 def _deployment(namespace: str, pod_label: str = "sriov-network-operator") -> dict:
