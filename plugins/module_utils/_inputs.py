@@ -12,11 +12,7 @@ Remove this file once they import ``module_utils.inputs._inputs``.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import (
-    a,
-    batch_schedulers,
-    kind_of,
-    variable_finding,
-)
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import a, kind_of, variable_finding
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs_choices import batch_schedulers
 
 __all__ = ["a", "batch_schedulers", "kind_of", "variable_finding"]

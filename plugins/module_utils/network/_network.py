@@ -86,10 +86,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from ansible_collections.gpuops.platform.plugins.module_utils.common._plain import plain
-from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import (
-    kind_of,
-    variable_finding,
-)
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import kind_of, variable_finding
 from ansible_collections.gpuops.platform.plugins.module_utils.status._network_ready import (
     POLICY_NAME,
     _dict,

@@ -16,9 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils.host import _host_rules
-from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import (
-    show,
-)
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import show
 from ansible_collections.gpuops.platform.plugins.module_utils.network._network import (
     LINK_TYPES,
     MELLANOX,

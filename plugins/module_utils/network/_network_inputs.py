@@ -16,11 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import (
-    a,
-    kind_of,
-    show,
-)
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import a, kind_of, show
 from ansible_collections.gpuops.platform.plugins.module_utils.network._network import (
     DEFAULTS,
     ENV_NAME_RE,

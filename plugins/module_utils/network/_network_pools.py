@@ -16,9 +16,7 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import (
-    dns1123_label,
-)
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import dns1123_label
 from ansible_collections.gpuops.platform.plugins.module_utils.network._network import (
     IFNAME_RE,
     MACVLAN_MODES,
