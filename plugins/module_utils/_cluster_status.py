@@ -12,7 +12,7 @@ Remove this file once they import ``module_utils.status._cluster_status``.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.platform.plugins.module_utils.status._cluster_status import (
+from ansible_collections.gpuops.platform.plugins.module_utils.status._cluster_views import (
     gpu_resources,
     match_host_facts,
 )

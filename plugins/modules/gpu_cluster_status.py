@@ -774,10 +774,7 @@ from typing import Any  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils.status import (  # noqa: E402
-    _cluster_status,
-    _readiness,
-)
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status, _readiness  # noqa: E402
 
 ARGUMENT_SPEC = dict(
     _k8s.auth_argument_spec(),

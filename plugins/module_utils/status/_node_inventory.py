@@ -15,7 +15,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status
+from ansible_collections.gpuops.platform.plugins.module_utils.status import (
+    _cluster_status,
+    _cluster_views,
+    _label_selectors,
+)
 from ansible_collections.gpuops.platform.plugins.module_utils.status._gpu_labels import NFD, base_product
 
 MIG_CAPABLE = "nvidia.com/mig.capable"
@@ -54,12 +58,12 @@ def hosts(
         meta = node.get("metadata") or {}
         labels = meta.get("labels") or {}
         alloc = (node.get("status") or {}).get("allocatable") or {}
-        vendor = _cluster_status.gpu_vendor(labels, alloc)
-        chosen = _cluster_status.selector_matches(selector, labels) if selector is not None else vendor is not None
+        vendor = _cluster_views.gpu_vendor(labels, alloc)
+        chosen = _label_selectors.selector_matches(selector, labels) if selector is not None else vendor is not None
         if chosen:
-            views[meta.get("name")] = _cluster_status.node_view(node, vendor)
+            views[meta.get("name")] = _cluster_views.node_view(node, vendor)
             full[meta.get("name")] = node
-    _cluster_status.sharing_of(raw, views)
+    _cluster_views.sharing_of(raw, views)
     out = []
     for name in sorted(views):
         view, node = views[name], full[name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status as cs
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_wait
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness as rd
 from test_cluster_status import NS, cluster_policy, gpu_node, node, operator_pod, pod, ready_pod
 
@@ -282,7 +283,7 @@ def test_wait_nameless_objects_by_label_in_another_namespace():
 
 def test_unknown_kind_is_refused():
     with pytest.raises(cs.InvalidInput, match="unknown kind 'Pod'"):
-        cs.wait_targets({"objects": [{"kind": "Pod"}]}, params())
+        _cluster_wait.wait_targets({"objects": [{"kind": "Pod"}]}, params())
 
 
 def amd_node(name, gpus=8):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status as cs
-from ansible_collections.gpuops.platform.plugins.module_utils.status import _diagnosis
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views, _diagnosis, _label_selectors
 from test_cluster_status import (
     NS,
     cluster_policy,
@@ -117,7 +117,7 @@ def netcluster(nodes=None, net_pods=None, policies="ok", states=(), pdbs=(), cps
 
 
 def view_of(data, facts=None, network=True):
-    return cs.build_view(data, params(host_facts=facts, network=dict(NETWORK) if network else None))
+    return _cluster_views.build_view(data, params(host_facts=facts, network=dict(NETWORK) if network else None))
 
 
 def sb_facts(name, **over):
@@ -419,7 +419,7 @@ def test_network_view_and_result():
 
 def test_node_selector_applies_to_network_nodes():
     data = netcluster(nodes=[nic_node("n1"), nic_node("n2", labels={"pool": "infer"})])
-    view = cs.build_view(data, params(network=dict(NETWORK)), cs.parse_selector("pool=infer"))
+    view = _cluster_views.build_view(data, params(network=dict(NETWORK)), _label_selectors.parse_selector("pool=infer"))
     assert [n["name"] for n in view["network"]["nodes"]] == ["n2"]
 
 

@@ -329,9 +329,9 @@ def test_a_dra_node_without_device_plugin_is_a_ready_gpu_node():
 
 
 def test_the_cluster_status_node_view_keeps_the_sharing_labels():
-    from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status
+    from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views
 
-    view = _cluster_status.node_view(node("n", {DRAL: "true", "team": "x"}), "nvidia")
+    view = _cluster_views.node_view(node("n", {DRAL: "true", "team": "x"}), "nvidia")
     assert view["labels"] == {DRAL: "true"}
 
 
