@@ -13,7 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import GpuOpsError
-from ansible_collections.gpuops.platform.plugins.module_utils.host import _acs, _fabricmanager, _hostfacts, _nouveau
+from ansible_collections.gpuops.platform.plugins.module_utils.host import (
+    _acs,
+    _driver_rules,
+    _fabricmanager,
+    _host_findings,
+    _hostfacts,
+    _nouveau,
+)
 from ansible_collections.gpuops.platform.plugins.module_utils.host import _host_rules as rules
 from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov
 
@@ -22,7 +29,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "facts": {"type": "dict"},
     "node_name": {"type": "str"},
     "stage": {"type": "str", "choices": ["preflight", "validate"], "default": "preflight"},
-    "checks": {"type": "list", "elements": "str", "choices": list(rules.CONCERNS)},
+    "checks": {"type": "list", "elements": "str", "choices": list(_host_findings.CONCERNS)},
     "nvidia_driver": {"type": "str", "choices": ["none", "host", "container"], "default": "none"},
     "exclude_host_driver_nodes": {"type": "bool", "default": False},
     "driver_build": {"type": "bool", "default": False},
@@ -45,7 +52,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
             "fabricmanager": {"type": "str", "choices": ["auto", "present", "skip"], "default": "skip"},
         },
     },
-    "planned_fixes": {"type": "list", "elements": "str", "choices": list(rules.FIXES), "default": []},
+    "planned_fixes": {"type": "list", "elements": "str", "choices": list(_host_findings.FIXES), "default": []},
     "reboot_pending": {"type": "bool", "default": False},
     "fail_on": {"type": "str", "choices": ["error", "warning", "never"], "default": "error"},
     "probe": {
@@ -62,7 +69,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
         "options": {
             "node_name": {"type": "str", "required": True},
             "facts": {"type": "dict", "required": True},
-            "planned_fixes": {"type": "list", "elements": "str", "choices": list(rules.FIXES), "default": []},
+            "planned_fixes": {"type": "list", "elements": "str", "choices": list(_host_findings.FIXES), "default": []},
         },
     },
 }
@@ -70,7 +77,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
 MUTUALLY_EXCLUSIVE = [("hosts", "facts"), ("hosts", "node_name"), ("hosts", "probe")]
 
 # Re-exported for callers that used them from here.
-SEVERITIES = rules.SEVERITIES
+SEVERITIES = _host_findings.SEVERITIES
 summarize = rules.summarize
 failing = rules.failing
 
@@ -107,11 +114,16 @@ def evaluate(facts: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     findings = rules.evaluate(
         facts,
         intent,
-        checks=params["checks"] or rules.CONCERNS,
+        checks=params["checks"] or _host_findings.CONCERNS,
         planned_fixes=planned,
         managed=the_plan["fixes"] if validate else None,
     )
-    return {"intent": intent, "plan": the_plan, "findings": findings, "node_labels": rules.node_labels(facts, intent)}
+    return {
+        "intent": intent,
+        "plan": the_plan,
+        "findings": findings,
+        "node_labels": _driver_rules.node_labels(facts, intent),
+    }
 
 
 class _ProbeContext:

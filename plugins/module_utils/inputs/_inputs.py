@@ -25,32 +25,19 @@ from typing import Any
 
 Finding = dict[str, Any]
 
-
 # DNS-1123 label (namespaces, most object names): lower-case alphanumerics and '-', 63 characters at most.
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-
-
 # Helm release names: DNS-1123 subdomain syntax, 53 characters at most (Helm appends suffixes to fit 63).
 _RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-
-
 # A pinned chart version: one exact SemVer 2 version, optional leading v (NGC and ROCm publish v-prefixed).
 _CHART_VERSION = re.compile(
     r"^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?\Z"
 )
-
-
 # NVIDIA data-center driver versions: 595.91.07, 580.65 (the driver container tag is <version>-<os>).
 _NVIDIA_DRIVER = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z")
-
-
 # ROCm/amdgpu driver versions the AMD GPU Operator builds through KMM: 30.20.1, 6.4.3, 7.0.
 _AMD_DRIVER = re.compile(r"^[0-9]+(\.[0-9]+){1,3}\Z")
-
-
 _URL = re.compile(r"^(https?|oci)://[^\s/$.?#][^\s]*\Z")
-
-
 SHELL_METACHARACTERS = frozenset(";&|$`<>(){}[]*?!~'\"\\#\n\r\t ")
 
 

@@ -193,11 +193,7 @@ def nfd_sources(
 
 # The batch schedulers the collection knows, and those it ships a role for in this release.
 BATCH_SCHEDULERS = ("kueue", "volcano", "kai_scheduler")
-
-
 BATCH_SCHEDULERS_SHIPPED = ("kueue", "volcano", "kai_scheduler")
-
-
 # The scheduler name each answers to (pods' spec.schedulerName); Kueue admits, kube-scheduler places.
 _SCHEDULER_NAMES = {"kueue": "default-scheduler", "kai_scheduler": "kai-scheduler"}
 

@@ -18,8 +18,6 @@ from typing import Any
 from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import Finding, a, kind_of, show
 
 MASK = "********"
-
-
 # A chart value whose key names a credential: Helm stores every value in the release (``helm get values -a`` shows it
 # to anyone who may read the release's Secret). Keys that name a Secret (existingSecret, secretName, ...Ref) are not.
 _SECRET_KEY = re.compile(

@@ -94,39 +94,19 @@ from ansible_collections.gpuops.platform.plugins.module_utils.status._network_re
 )
 
 Finding = dict[str, Any]
-
-
 Obj = dict[str, Any]
-
-
 Unmet = Optional[str]  # noqa: UP045 - a runtime alias: module_utils still import on Python 3.9
-
-
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]  # noqa: UP007 - runtime alias, as above
 
-
 PREFIX = "network_operator_"
-
-
 MODES = ("rdma_shared", "sriov", "host_device")
-
-
 API_VERSION = "mellanox.com/v1alpha1"
-
-
 IPAM_API_VERSION = "nv-ipam.nvidia.com/v1alpha1"
-
-
 # The operands (OFED, RDMA shared and SR-IOV device plugins) run only on nodes with this label (the chart's
 # NodeFeatureRule sets it for NICs of vendor 15b3, class 0200/0207).
 NIC_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
-
-
 MOFED_WAIT_LABEL = "network.nvidia.com/operator.mofed.wait"
-
-
 MELLANOX = "15b3"
-
 
 # hack/release.yaml @ v26.4.1
 RELEASE = {
@@ -134,8 +114,6 @@ RELEASE = {
     "version": "network-operator-v26.4.1",
     "ofed_version": "doca3.4.1-26.04-1.1.0.0-1",
 }
-
-
 # NicClusterPolicy section -> upstream image name (hack/release.yaml @ v26.4.1)
 IMAGES = {
     "ofedDriver": "doca-driver",
@@ -147,20 +125,12 @@ IMAGES = {
     "nvIpam": "nvidia-k8s-ipam",
     "docaTelemetryService": "doca_telemetry",
 }
-
-
 # hack/release.yaml @ v26.4.1: the DOCA Telemetry Service image lives outside spec.global's repository
 DOCA_TELEMETRY_RELEASE = {"repository": "nvcr.io/nvidia/doca", "version": "1.25.5-doca3.4.0-host"}
-
-
 # manifests/state-doca-telemetry-service @ v26.4.1: the DaemonSet's pod label and the default ConfigMap's Prometheus
 # endpoint (prometheus=http://0.0.0.0:9189)
 DOCA_TELEMETRY_POD_LABELS = {"app.kubernetes.io/name": "doca-telemetry"}
-
-
 DOCA_TELEMETRY_PORT = 9189
-
-
 # docs/mofed-container-env-vars.md @ v26.4.1: the driver container's documented variables
 OFED_ENV = (
     "CREATE_IFNAMES_UDEV",
@@ -173,61 +143,30 @@ OFED_ENV = (
     "THIRD_PARTY_RDMA_MODULES",
     "SKIP_PREFLIGHT_CHECKS",
 )
-
-
 # isValidOFEDVersion (nicpolicy_webhook.go @ v26.4.1)
 OFED_VERSION_RE = re.compile(
     r"^(sha256:[a-fA-F0-9]{64}|doca\d+\.\d+(\.\d+)?-\d+\.\d+-\d+\.\d+\.\d+\.\d+-\d+(-[\w\.\-]+)*"
     r"|\d+\.\d+-\d+(\.\d+)*(-\d+)?(-[\w\.\-]+)*)\Z"
 )
-
-
 # k8s-rdma-shared-dev-plugin validResourceName: stricter than the operator webhook (which allows '-' and '.'),
 # and the plugin is the one that refuses to start.
 RDMA_RESOURCE_RE = re.compile(r"^[a-zA-Z0-9_]+\Z")
-
-
 # sriovResourceNameRegex (nicpolicy_webhook.go @ v26.4.1) for the SR-IOV device plugin's resources
 SRIOV_RESOURCE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
-
-
 PCI_ID_RE = re.compile(r"^[0-9a-f]{4}\Z")
-
-
 IFNAME_RE = re.compile(r"^[^\s/:]{1,15}\Z")
-
-
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
 SECRET_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-
-
 OBJECT_NAME_RE = SECRET_RE  # DNS-1123 subdomain: cluster-scoped network objects, IPPools
-
-
 REPOSITORY_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*\Z")
-
-
 IMAGE_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")  # the OCI tag grammar
-
-
 # netlink EncapType, what the RDMA shared device plugin compares linkTypes with; from gpu_host_facts' link_layer
 LINK_TYPES = {"Ethernet": "ether", "InfiniBand": "infiniband"}
-
-
 MACVLAN_MODES = ("bridge", "private", "vepa", "passthru")
-
-
 MTU_RANGE = (68, 65535)  # IPv4 minimum (RFC 791) to the IP maximum
 
-
 RDMA_SELECTORS = ("vendors", "deviceIDs", "drivers", "ifNames", "linkTypes")
-
-
 HOST_DEVICE_SELECTORS = ("vendors", "deviceIDs", "drivers", "pfNames", "rootDevices", "linkTypes")
-
-
 UPGRADE_POLICY_KEYS: dict[str, Any] = {
     "autoUpgrade": bool,
     "maxParallelUpgrades": int,
@@ -235,7 +174,6 @@ UPGRADE_POLICY_KEYS: dict[str, Any] = {
     "drain": {"enable": bool, "force": bool, "deleteEmptyDir": bool, "podSelector": str, "timeoutSeconds": int},
     "waitForCompletion": {"podSelector": str, "timeoutSeconds": int},
 }
-
 
 DEFAULTS: dict[str, Any] = {
     "mode": "rdma_shared",
@@ -273,12 +211,8 @@ DEFAULTS: dict[str, Any] = {
     "nfd_managed": True,
     "sriov_bundled": True,
 }
-
-
 # The YAML kind every variable must have ("dict|list" where upstream's list form is accepted too)
 KINDS: dict[str, str] = {k: kind_of(v) for k, v in DEFAULTS.items()}
-
-
 KINDS["ofed_driver_env"] = "dict|list"
 
 

@@ -143,13 +143,13 @@ def mofed_findings(
     is not installed: ``{rdma: driver.rdma.enabled, use_host_mofed: driver.rdma.useHostMofed, driver:
     container|host|none}``.
 
-    - The driver container on a host that has MLNX_OFED/DOCA-OFED: ``_host_rules.mofed`` (finding
+    - The driver container on a host that has MLNX_OFED/DOCA-OFED: ``_driver_rules.mofed`` (finding
       ``host-ofed-with-doca-driver``), an error unless ``allow_host_mofed`` (then a warning). Only hosts with an
       NVIDIA NIC count: the driver DaemonSet runs nowhere else.
     - With the driver container, the GPU Operator's nvidia-peermem must build against it: useHostMofed must be
       false (``network-gpu-mofed-disagree``, once, not per host); the host-presence comparison of
-      ``_host_rules.mofed`` (``rdma-host-mofed-mismatch``) does not apply then.
-    - Without the driver container, ``_host_rules.mofed`` compares useHostMofed with each host's MOFED as is.
+      ``_driver_rules.mofed`` (``rdma-host-mofed-mismatch``) does not apply then.
+    - Without the driver container, ``_driver_rules.mofed`` compares useHostMofed with each host's MOFED as is.
     """
     c = config(cfg)
     gpu = dict(gpu_operator or {})

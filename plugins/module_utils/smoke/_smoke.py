@@ -21,95 +21,37 @@ from typing import Any
 from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 
 Finding = dict[str, Any]
-
-
 Obj = dict[str, Any]
 
-
 TESTS = ("cuda", "sharing", "dra", "nccl", "ib_write_bw", "rocm_smi")
-
-
 IMAGE_KEYS = ("cuda", "nccl", "ib_write_bw", "rocm_smi")  # the sharing and DRA pods run the cuda image
-
-
 SIMULATED_ANNOTATION = "kwok.x-k8s.io/node"
-
-
 SIMULATED_VALUE = "fake"
-
-
 NOT_MEASURED = "not-measured: simulated node"
-
-
 RESULTS = ("pass", "fail", "not-measured")
-
-
 RESULT_PREFIX = "gpuops.platform/smoke."
-
-
 FIELD_MANAGER = "gpuops-smoke-tests"
-
-
 TEST_LABEL = "gpuops.platform/smoke-test"
-
-
 RUN_LABELS = {"app.kubernetes.io/managed-by": "gpuops.platform", "gpuops.platform/role": "smoke_tests"}
-
-
 SELECTOR = ",".join(f"{k}={v}" for k, v in RUN_LABELS.items())
-
-
 PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-
 AMD_PRODUCT_LABEL = "amd.com/gpu.product-name"
-
-
 HOST_LABEL = "kubernetes.io/hostname"
-
-
 GPU = "nvidia.com/gpu"
-
-
 GPU_SHARED = "nvidia.com/gpu.shared"
-
-
 AMD_GPU = "amd.com/gpu"
-
-
 DRA_DEVICE_CLASS = "gpu.nvidia.com"
-
-
 KAI_SCHEDULER = "kai-scheduler"
-
-
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
-
-
 SHARING_MODELS = ("time_slicing", "mps", "mig", "kai_fraction")
-
-
 _DIGEST_RE = re.compile(r"^(?P<name>[^@\s]+)@sha256:[0-9a-f]{64}\Z")
-
-
 _MIRROR_RE = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?\Z")
-
-
 _BUSBW_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.]+)")
-
-
 _IB_HEADER_RE = re.compile(r"BW average\[Gb/sec\]")
-
-
 _SLUG_RE = re.compile(r"[^a-z0-9]+")
 
-
 CUDA_SCRIPT = "nvidia-smi -L && /cuda-samples/vectorAdd"
-
-
 ROCM_SCRIPT = "rocm-smi --showproductname --showuse"
-
-
 # perftest in loopback through the rail's HCA: the server in the background, the client to localhost
 IB_SCRIPT = "ib_write_bw --report_gbits -F -D 5 & sleep 2; ib_write_bw --report_gbits -F -D 5 localhost; wait"
 

@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils.host import _host_rules
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _pcie_rules
 from ansible_collections.gpuops.platform.plugins.module_utils.inputs import _inputs
 from ansible_collections.gpuops.platform.plugins.module_utils.sriov._sriov_policy import (
     MELLANOX,
@@ -61,8 +61,6 @@ def _nic_line(nic: Mapping[str, Any]) -> str:
 
 
 _HOSTS = "\x00hosts\x00"  # stands for the hosts a finding holds on, until findings that differ only there merge
-
-
 _SHOWN_HOSTS = 3
 
 
@@ -281,7 +279,7 @@ def _host_prep_counts(facts: Mapping[str, Any], requests: Any) -> dict[str, int]
     findings)."""
     if not isinstance(requests, list):
         return {}
-    resolved, _problems = _host_rules.resolve_sriov(dict(facts), [dict(r) for r in requests if isinstance(r, Mapping)])
+    resolved, _problems = _pcie_rules.resolve_sriov(dict(facts), [dict(r) for r in requests if isinstance(r, Mapping)])
     return {r["address"]: r["num_vfs"] for r in resolved}
 
 

@@ -34,88 +34,38 @@ from ansible_collections.gpuops.platform.plugins.module_utils.status._sriov_read
 )
 
 Finding = dict[str, Any]
-
-
 Obj = dict[str, Any]
-
-
 Unmet = Optional[str]  # noqa: UP045 - a runtime alias: module_utils still import on Python 3.9
 
-
 GROUP = "sriovnetwork.openshift.io"
-
-
 API_VERSION = GROUP + "/v1"
-
-
 CONFIG_NAME = "default"  # pkg/consts.DefaultConfigName: the operator watches only this SriovOperatorConfig
-
-
 RESERVED_POLICY_NAME = "default"  # pkg/consts.DefaultPolicyName: the operator's own policy name
 
-
 VAR_SOURCE = "sriov_network_operator_source"
-
-
 VAR_POLICIES = "sriov_network_operator_policies"
-
-
 VAR_NETWORKS = "sriov_network_operator_networks"
-
-
 VAR_IB_NETWORKS = "sriov_network_operator_ib_networks"
-
-
 VAR_CONFIG = "sriov_network_operator_config"
-
-
 VAR_HOST_PREP = "host_prep_sriov_vfs"
-
 
 # standalone: the upstream chart (operator.resourcePrefix "openshift.io"); network_operator: the copy bundled in
 # the NVIDIA Network Operator chart (sriov-network-operator.operator.resourcePrefix "nvidia.com").
 SOURCES = ("standalone", "network_operator")
-
-
 DEFAULT_PREFIX = {"standalone": "openshift.io", "network_operator": "nvidia.com"}
 
-
 RESOURCE_NAME_RE = re.compile(r"^[a-zA-Z0-9_]+\Z")  # pkg/webhook/validate.go staticValidateSriovNetworkNodePolicy
-
-
 DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-
-
 DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-
-
 HEX_ID_RE = re.compile(r"^(0x)?([0-9a-fA-F]{4})\Z")
-
-
 DEVICE_TYPES = ("netdevice", "vfio-pci")
-
-
 LINK_TYPES = ("eth", "ib")  # the CRD enum is eth|ETH|ib|IB: the builders write the lower-case form
-
-
 LINK_STATES = ("auto", "enable", "disable")
-
-
 VLAN_PROTOS = ("802.1q", "802.1Q", "802.1ad", "802.1AD")
-
-
 CNI_LOG_LEVELS = ("panic", "error", "warning", "info", "debug", "")
-
-
 CONFIGURATION_MODES = ("daemon", "systemd")
-
-
 DISABLE_PLUGINS = ("mellanox",)
-
-
 MELLANOX = "15b3"
-
-
 MLX_MAX_VFS = 128  # pkg/webhook/validate.go MlxMaxVFs: the webhook refuses more VFs on an NVIDIA/Mellanox PF
 
 
@@ -132,11 +82,7 @@ POLICY_KEYS = {
     "priority": "priority",
     "externally_managed": "externallyManaged",
 }
-
-
 NIC_SELECTOR_KEYS = {"vendor": "vendor", "device_id": "deviceID", "pf_names": "pfNames", "root_devices": "rootDevices"}
-
-
 NETWORK_KEYS = {
     "name": "metadata.name",
     "resource_name": "resourceName",
@@ -155,11 +101,7 @@ NETWORK_KEYS = {
     "log_level": "logLevel",
     "log_file": "logFile",
 }
-
-
 IB_NETWORK_KEYS = ("name", "resource_name", "network_namespace", "ipam", "capabilities", "meta_plugins", "link_state")
-
-
 CONFIG_KEYS = {
     "config_daemon_node_selector": "configDaemonNodeSelector",
     "log_level": "logLevel",

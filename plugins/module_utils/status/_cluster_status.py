@@ -32,8 +32,6 @@ from ansible_collections.gpuops.platform.plugins.module_utils.status._cluster_wa
 from ansible_collections.gpuops.platform.plugins.module_utils.status._label_selectors import parse_selector
 
 CLUSTER_POLICY = ("nvidia.com", "v1", "clusterpolicies")
-
-
 DEVICE_CONFIG = ("amd.com", "v1alpha1", "deviceconfigs")
 
 

@@ -46,8 +46,6 @@ _LABEL_PREFIXES = (
     f"{NFD}/pci-1002",
     "gpuops.platform/sharing-",
 )
-
-
 _GPU_RESOURCE = re.compile(r"^(nvidia\.com/gpu(\.shared)?|nvidia\.com/mig-.+|amd\.com/gpu.*)\Z")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils.host import _host_rules
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _fabricmanager_rules
 from ansible_collections.gpuops.platform.plugins.module_utils.status._diag_common import (
     DISABLE_DRIVER_FIX,
     HOST_FACTS_FIX,
@@ -348,9 +348,9 @@ FM_FIX = (
 
 def fabricmanager_problem(facts: Any) -> tuple[list[str], str] | None:
     """The diagnosis' view of the fabricmanager/driver lockstep rule, which lives once in
-    ``_host_rules.fabricmanager_lockstep``: (evidence, cause) when the NVSwitch fabric cannot be trained, else
+    ``_fabricmanager_rules.fabricmanager_lockstep``: (evidence, cause) when the NVSwitch fabric cannot be trained, else
     None."""
-    problem = _host_rules.fabricmanager_lockstep(facts) if facts is not None else None
+    problem = _fabricmanager_rules.fabricmanager_lockstep(facts) if facts is not None else None
     if problem is None:
         return None
     evidence = [f"host facts: {e}" for e in problem["evidence"]]

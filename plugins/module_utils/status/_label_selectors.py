@@ -19,17 +19,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils.common._errors imp
 
 # -- label selectors (client-side, on the one node list) ----------------------------------------------------
 _KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
-
-
 _VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
-
-
 _EXISTS = re.compile(rf"^(?P<neg>!?)\s*(?P<key>{_KEY})\Z")
-
-
 _EQUALITY = re.compile(rf"^(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE})\Z")
-
-
 _SET = re.compile(rf"^(?P<key>{_KEY})\s+(?P<op>in|notin)\s+\((?P<values>[^()]*)\)\Z")
 
 
