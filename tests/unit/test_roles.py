@@ -123,7 +123,7 @@ def test_variables_are_prefixed_typed_and_described(role):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_defaults_pass_the_roles_own_input_rules(role):
-    """The defaults are judged by the Python rules that judge user input (plugins/module_utils/_inputs.py):
+    """The defaults are judged by the Python rules that judge user input (plugins/module_utils/inputs/):
     a default of the wrong type or outside its choices fails here. Templated defaults are judged at run time."""
     options = _spec(role)["options"]
     literal = {k: v for k, v in _defaults(role).items() if not (isinstance(v, str) and "{{" in v)}

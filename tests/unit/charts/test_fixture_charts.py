@@ -712,7 +712,7 @@ def test_network_operator_bundled_sriov_renders_its_own_operator_config_unless_t
     """Upstream's network-operator 26.4.1 sets sriov-network-operator.sriovOperatorConfig.deploy: true, so the
     bundled SR-IOV operator comes with a chart-rendered SriovOperatorConfig "default", the object the
     sriov_network_operator role applies too (two owners; the next helm upgrade fails on .spec.logLevel). The role's
-    values (plugins/module_utils/_network.py chart_values) turn the chart's copy off."""
+    values (plugins/module_utils/network/_network.py chart_values) turn the chart's copy off."""
     from ansible_collections.gpuops.platform.plugins.module_utils.network import _network
 
     docs = render(NETOP, sriovNetworkOperator={"enabled": True})

@@ -1,4 +1,4 @@
-"""The value keys a chart knows (plugins/module_utils/_chart_refs.py): values.yaml plus the .Values paths its
+"""The value keys a chart knows (plugins/module_utils/release/_chart_refs.py): values.yaml plus the .Values paths its
 templates read, so a key upstream documents only as a comment is not reported as ignored (issue 27)."""
 
 from __future__ import annotations

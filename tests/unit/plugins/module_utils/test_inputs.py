@@ -1,4 +1,4 @@
-"""Input rules (plugins/module_utils/_inputs.py) as tables: every finding names the variable, shows the value and
+"""Input rules (plugins/module_utils/inputs/) as tables: every finding names the variable, shows the value and
 gives a fix."""
 
 from __future__ import annotations
