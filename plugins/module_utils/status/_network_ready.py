@@ -20,8 +20,6 @@ Unmet = Optional[str]  # noqa: UP045 - a runtime alias: module_utils still impor
 
 # pkg/consts.NicClusterPolicyResourceName: any other name gets status.state ignore.
 POLICY_NAME = "nic-cluster-policy"
-
-
 # NicClusterPolicy section -> status.appliedStates[].name (pkg/state/state_*.go @ v26.4.1)
 STATES = {
     "ofedDriver": "state-OFED",

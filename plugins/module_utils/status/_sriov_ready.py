@@ -25,14 +25,8 @@ Obj = dict[str, Any]
 Unmet = Optional[str]  # noqa: UP045 - a runtime alias: module_utils still import on Python 3.9
 
 SYNC_SUCCEEDED, SYNC_IN_PROGRESS, SYNC_FAILED = "Succeeded", "InProgress", "Failed"
-
-
 DESIRED_STATE = "sriovnetwork.openshift.io/desired-state"
-
-
 CURRENT_STATE = "sriovnetwork.openshift.io/current-state"
-
-
 DRAIN_IDLE = "Idle"
 
 
