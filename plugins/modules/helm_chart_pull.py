@@ -139,7 +139,8 @@ _get_json = _chart_index.get_json  # a name of this module: the tests give it fa
 
 
 def list_tags(ref: str, ca_file: str | None, timeout: float) -> list[str]:
-    """The registry's tags of ``ref`` (module_utils/release/_chart_index.py, with the anonymous token a registry asks for)."""
+    """The registry's tags of ``ref`` (module_utils/release/_chart_index.py, with the anonymous token a registry
+    asks for)."""
     return _chart_index.oci_tags(ref, ca_file, int(timeout), _get_json)
 
 
