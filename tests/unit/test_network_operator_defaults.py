@@ -1,5 +1,5 @@
-"""roles/network_operator/defaults/main.yml and plugins/module_utils/network/_network.py DEFAULTS say the same: the role's
-defaults are what the builders and rules assume when a variable is not given (one default, two places that must
+"""roles/network_operator/defaults/main.yml and plugins/module_utils/network/_network.py DEFAULTS say the same: the
+role's defaults are what the builders and rules assume when a variable is not given (one default, two places that must
 not drift)."""
 
 from __future__ import annotations
