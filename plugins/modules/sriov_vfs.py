@@ -124,7 +124,7 @@ rules_path:
 """
 
 from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _sriov  # noqa: E402
 
 ARGUMENT_SPEC = {
     "pf": {"type": "str", "required": True},

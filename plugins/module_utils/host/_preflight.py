@@ -20,9 +20,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils.host import (
     _host_findings,
     _hostfacts,
     _nouveau,
+    _sriov,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.host import _host_rules as rules
-from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov
 
 # gpu_host_preflight's options (also what validation_params fills with their defaults).
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {

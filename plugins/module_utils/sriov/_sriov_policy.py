@@ -26,9 +26,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput
-from ansible_collections.gpuops.platform.plugins.module_utils.host import _pci
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _pci, _sriov
 from ansible_collections.gpuops.platform.plugins.module_utils.inputs import _inputs
-from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov
 from ansible_collections.gpuops.platform.plugins.module_utils.status._sriov_ready import (
     _pf_range,
 )

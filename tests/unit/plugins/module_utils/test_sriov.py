@@ -8,7 +8,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.common._errors imp
     WaitTimeout,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.common._fs import HostFS
-from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _sriov
 
 
 @pytest.mark.parametrize(

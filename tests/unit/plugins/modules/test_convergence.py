@@ -12,8 +12,7 @@ import errno
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.module_utils.common import _fs
-from ansible_collections.gpuops.platform.plugins.module_utils.host import _acs, _nouveau
-from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _acs, _nouveau, _sriov
 from ansible_collections.gpuops.platform.plugins.modules import fabricmanager, nouveau_blacklist, pcie_acs, sriov_vfs
 from hostsim import dgx_like, lab_host
 
