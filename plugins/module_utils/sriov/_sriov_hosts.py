@@ -29,7 +29,6 @@ from ansible_collections.gpuops.platform.plugins.module_utils.sriov._sriov_polic
     MLX_MAX_VFS,
     VAR_HOST_PREP,
     VAR_POLICIES,
-    VAR_SOURCE,
     Finding,
     _errors,
     _finding,
@@ -395,34 +394,3 @@ def policy_host_findings(policies: Any, hosts: Mapping[str, Mapping[str, Any]]) 
         found += _ownership(_HOSTS, nic, pf_claims, counts.get(str(nic.get("address"))))
         per_host += [(host, f) for f in found]
     return out + _merge_hosts(per_host)
-
-
-def second_operator(deployments: Sequence[Mapping[str, Any]], namespace: str) -> list[Finding]:
-    """Never two SR-IOV operators: a Deployment with the operator's pod label (name=sriov-network-operator, both
-    the standalone chart and the Network Operator's copy use it) outside ``namespace``."""
-    out = []
-    for dep in deployments:
-        meta = dep.get("metadata") or {}
-        labels = (((dep.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
-        if labels.get("name") != "sriov-network-operator" or meta.get("namespace") == namespace:
-            continue
-        release = (meta.get("labels") or {}).get("app.kubernetes.io/instance") or "unknown"
-        out.append(
-            {
-                "id": "sriov-operator-second-instance",
-                "severity": "error",
-                "object": {
-                    "kind": "Deployment",
-                    "namespace": meta.get("namespace") or "",
-                    "name": meta.get("name") or "",
-                },
-                "evidence": [
-                    f"SR-IOV operator Deployment {meta.get('namespace')}/{meta.get('name')} of release {release}"
-                ],
-                "cause": "an SR-IOV Network Operator already runs in another namespace (standalone, or bundled in the "
-                "NVIDIA Network Operator): two would fight over the same policies and VFs",
-                "fix": f"keep one: {VAR_SOURCE} chooses; uninstall the other (or turn the Network Operator's "
-                "sriovNetworkOperator off)",
-            }
-        )
-    return out

@@ -214,3 +214,34 @@ def policy_input_findings(
                     )
                 )
     return out
+
+
+def second_operator(deployments: Sequence[Mapping[str, Any]], namespace: str) -> list[Finding]:
+    """Never two SR-IOV operators: a Deployment with the operator's pod label (name=sriov-network-operator, both
+    the standalone chart and the Network Operator's copy use it) outside ``namespace``."""
+    out = []
+    for dep in deployments:
+        meta = dep.get("metadata") or {}
+        labels = (((dep.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if labels.get("name") != "sriov-network-operator" or meta.get("namespace") == namespace:
+            continue
+        release = (meta.get("labels") or {}).get("app.kubernetes.io/instance") or "unknown"
+        out.append(
+            {
+                "id": "sriov-operator-second-instance",
+                "severity": "error",
+                "object": {
+                    "kind": "Deployment",
+                    "namespace": meta.get("namespace") or "",
+                    "name": meta.get("name") or "",
+                },
+                "evidence": [
+                    f"SR-IOV operator Deployment {meta.get('namespace')}/{meta.get('name')} of release {release}"
+                ],
+                "cause": "an SR-IOV Network Operator already runs in another namespace (standalone, or bundled in the "
+                "NVIDIA Network Operator): two would fight over the same policies and VFs",
+                "fix": f"keep one: {VAR_SOURCE} chooses; uninstall the other (or turn the Network Operator's "
+                "sriovNetworkOperator off)",
+            }
+        )
+    return out

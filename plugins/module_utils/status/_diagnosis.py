@@ -5,7 +5,7 @@
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
 
-"""Diagnosis of a GPU cluster view (built by ``_cluster_status.build_view``): a table of rules, each a pure
+"""Diagnosis of a GPU cluster view (built by ``_cluster_views.build_view``): a table of rules, each a pure
 function view -> findings, kept by subject in ``_diag_*`` files. A finding names the object, the evidence,
 the documented root cause and the fix:
 ``{id, severity (error|warning|info), object {kind, namespace, name}, node, evidence [..], cause, fix}``.

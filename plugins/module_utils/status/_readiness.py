@@ -106,7 +106,7 @@ def deployment(obj: Obj) -> Unmet:
 
 
 def gpu_node(node: Obj) -> Unmet:
-    """A GPU node as ``_cluster_status.node_view`` builds it: condition Ready True and at least one GPU
+    """A GPU node as ``_cluster_views.node_view`` builds it: condition Ready True and at least one GPU
     allocatable (a node whose operands are disabled by nvidia.com/gpu.deploy.operands=false, or a DRA pool's node
     with nvidia.com/gpu.deploy.device-plugin=false and gpuops.platform/sharing-dra=true, is ready as is)."""
     if not node.get("ready"):

@@ -673,7 +673,7 @@ def _deployment(namespace: str, pod_label: str = "sriov-network-operator") -> di
     ],
 )
 def test_second_operator(deployments, expected):
-    assert [f["id"] for f in _sriov_hosts.second_operator(deployments, "sriov-network-operator")] == expected
+    assert [f["id"] for f in _sriov_inputs.second_operator(deployments, "sriov-network-operator")] == expected
 
 
 @pytest.mark.parametrize(
