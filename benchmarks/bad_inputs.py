@@ -1,5 +1,5 @@
 """Bad cluster inputs, refused before any change: each case is one wrong value a user could give (issue 27's list
-and the rules of plugins/module_utils/_inputs.py), run through the run's inputs preflight and plan
+and the rules of plugins/module_utils/inputs/), run through the run's inputs preflight and plan
 (playbooks/preflight.yml as site.yml imports it, with _gpuops_plan; it changes nothing) on the demo inventory. A case
 is *refused before any change* when the preflight fails and its message names the variable; the rest are refused
 later, by a role's own preflight after earlier layers changed the cluster, or not at all - both listed.

@@ -36,11 +36,17 @@ from kubernetes import client
 
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _diagnosis, _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import (
+    _cluster_status,
+    _cluster_views,
+    _cluster_wait,
+    _diagnosis,
+)
 
 PARAMS = {"operator_namespace": "gpu-operator", "amd_namespace": "kube-amd-gpu", "host_facts": None}
 # what the gpu_operator role's wait judges at each look: its ClusterPolicy and every GPU node
-WAIT_TARGETS = _cluster_status.wait_targets({"objects": [{"kind": "ClusterPolicy", "name": "cluster-policy"}]}, PARAMS)
+WAIT_TARGETS = _cluster_wait.wait_targets({"objects": [{"kind": "ClusterPolicy", "name": "cluster-policy"}]}, PARAMS)
 NET_NS = "bench-network"
 NETWORK = {"namespace": NET_NS, "sriov_namespace": NET_NS}
 CHARTS = REPO / "tests/fixtures/charts"
@@ -166,10 +172,10 @@ def measure(api_client, runs: int) -> dict[str, object]:
             reader, PARAMS["operator_namespace"], PARAMS["amd_namespace"], PARAMS.get("network")
         )
         t1 = time.perf_counter()
-        view = _cluster_status.build_view(raw, PARAMS)
+        view = _cluster_views.build_view(raw, PARAMS)
         result = _cluster_status.result(view, _diagnosis.diagnose(view), reader.requests)
         t2 = time.perf_counter()
-        _cluster_status.not_ready(reader, raw, view, PARAMS, WAIT_TARGETS)  # one look of the wait, no request
+        _cluster_wait.not_ready(reader, raw, view, PARAMS, WAIT_TARGETS)  # one look of the wait, no request
         judging.append(time.perf_counter() - t2)
         total.append(t2 - t0)
         listing.append(t1 - t0)

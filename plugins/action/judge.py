@@ -3,14 +3,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of gpuops.platform.judge: a role's findings to its verdict on the controller (see the module's
-docs; the message is module_utils._judge's)."""
+docs; the message is module_utils.common._judge's)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpuops.platform.plugins.module_utils import _judge
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _judge
 
 ARGUMENT_SPEC = {
     "role": {"type": "str", "required": True},

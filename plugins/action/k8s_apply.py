@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 
 K8S = "kubernetes.core.k8s"
 # the connection options a namespace read takes from the task (kubernetes.core's k8s_auth_options)

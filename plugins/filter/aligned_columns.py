@@ -39,7 +39,7 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _table  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _table  # noqa: E402
 
 
 def aligned_columns(rows: Any) -> str:

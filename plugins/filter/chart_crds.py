@@ -43,7 +43,7 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
-from ansible_collections.gpuops.platform.plugins.module_utils._helm_release import chart_crd_files  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release._helm_release import chart_crd_files  # noqa: E402
 
 
 def chart_crds(chart_dir: Any, values: Any = None) -> list[str]:

@@ -38,7 +38,7 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
-from ansible_collections.gpuops.platform.plugins.module_utils._chart_refs import known_values  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release._chart_refs import known_values  # noqa: E402
 
 
 def chart_values(chart_dir: Any) -> dict[str, Any]:

@@ -60,7 +60,8 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _inputs  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs import _inputs  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _helm_release  # noqa: E402
 
 
 def helm_release_findings(

@@ -61,7 +61,7 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned  # noqa: E402
 
 
 def labels_set_by(

@@ -53,7 +53,7 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _helm_release  # noqa: E402
 
 
 def landing_differences(want: Any, live: Any, paths: Any) -> list[str]:

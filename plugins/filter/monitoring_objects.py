@@ -70,7 +70,10 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import (  # noqa: E402
+    _monitoring,
+    _monitoring_health,
+)
 
 
 def monitoring_objects(
@@ -98,7 +101,7 @@ def monitoring_objects(
         network_namespace_found=network_namespace_found,
         check_mode=bool(check_mode),
     )
-    return {**built, "up_query": _monitoring.UP_QUERY, "gpu_series_query": _monitoring.GPU_SERIES_QUERY}
+    return {**built, "up_query": _monitoring_health.UP_QUERY, "gpu_series_query": _monitoring_health.GPU_SERIES_QUERY}
 
 
 class FilterModule:

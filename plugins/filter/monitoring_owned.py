@@ -51,7 +51,8 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring, _owned  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _monitoring_spec  # noqa: E402
 
 
 def _objects(name: str, value: Any) -> None:
@@ -63,7 +64,7 @@ def monitoring_owned(wanted: Any, live: Any, check: str = "prune") -> list[dict[
     _objects("input", wanted)
     _objects("live", live)
     if check == "prune":
-        return _owned.prune_objects(wanted, live, _monitoring.OWNER_LABELS, _monitoring.KINDS)
+        return _owned.prune_objects(wanted, live, _monitoring_spec.OWNER_LABELS, _monitoring_spec.KINDS)
     if check == "landed":
         return _owned.landing_findings(
             wanted,

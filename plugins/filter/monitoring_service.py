@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _monitoring  # noqa: E402
 
 
 def monitoring_service(variables: Any) -> dict[str, str]:

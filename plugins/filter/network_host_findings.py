@@ -57,7 +57,10 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.network import (  # noqa: E402
+    _network,
+    _network_hosts,
+)
 
 
 def network_host_findings(variables: Any, hosts: Any, gpu_operator: Any = None) -> list[dict[str, Any]]:
@@ -73,8 +76,8 @@ def network_host_findings(variables: Any, hosts: Any, gpu_operator: Any = None) 
     if mode in ("rdma_shared", "host_device"):
         key = "rdma_shared_resources" if mode == "rdma_shared" else "host_device_resources"
         resources = [r for r in cfg[key] if isinstance(r, Mapping)]
-        out += _network.nic_selector_findings(resources, hosts, key)
-    out += _network.mofed_findings(hosts, cfg, gpu_operator or None)
+        out += _network_hosts.nic_selector_findings(resources, hosts, key)
+    out += _network_hosts.mofed_findings(hosts, cfg, gpu_operator or None)
     return out
 
 

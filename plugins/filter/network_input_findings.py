@@ -11,7 +11,7 @@ version_added: 0.2.0
 author: gpuops.platform maintainers
 description:
   - The input rules of the NVIDIA Network Operator role (in the collection's private module_utils
-    C(_network.network_input_findings)) - kinds of the variables, the mode, device plugin resource names and
+    C(_network_inputs.network_input_findings)) - kinds of the variables, the mode, device plugin resource names and
     selectors, the DOCA driver version and upgrade policy, nv-ipam IPPools, networks and the pools and resources they
     name. Returns one finding C({id, severity, object, evidence, cause, fix}) per problem, C(object.name) naming the
     variable, or an empty list.
@@ -43,7 +43,10 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.network import (  # noqa: E402
+    _network,
+    _network_inputs,
+)
 
 
 def network_input_findings(variables: Any) -> list[dict[str, Any]]:
@@ -51,7 +54,7 @@ def network_input_findings(variables: Any) -> list[dict[str, Any]]:
         raise AnsibleFilterError(
             f"network_input_findings expects a dict of network_operator_* variables, got {type(variables).__name__}"
         )
-    return _network.network_input_findings(_network.from_variables(variables))
+    return _network_inputs.network_input_findings(_network.from_variables(variables))
 
 
 class FilterModule:

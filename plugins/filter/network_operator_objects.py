@@ -65,7 +65,10 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _network, _network_owned  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.network import (  # noqa: E402
+    _network,
+    _network_owned,
+)
 
 
 def network_operator_objects(variables: Any) -> dict[str, Any]:

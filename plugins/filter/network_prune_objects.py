@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _network_owned  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network_owned  # noqa: E402
 
 
 def network_prune_objects(wanted: Any, live: Any) -> list[dict[str, Any]]:

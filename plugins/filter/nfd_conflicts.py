@@ -46,7 +46,7 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402 - after the documentation, as ansible-test expects
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_rules  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _cluster_rules  # noqa: E402
 
 
 def nfd_conflicts(workers: Any, namespace: Any) -> list[dict[str, Any]]:

@@ -82,12 +82,9 @@ from typing import Any  # noqa: E402
 
 import yaml  # noqa: E402
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import (  # noqa: E402
-    _cluster_status,
-    _sharing,
-    _sharing_status,
-)
-from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _sharing, _sharing_status  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._plain import plain  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views  # noqa: E402
 
 
 def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-arguments,too-many-locals
@@ -116,7 +113,7 @@ def sharing_plan(  # pylint: disable=too-many-arguments,too-many-positional-argu
         for name, n in by_name.items()
     }
     members, findings = _sharing.pool_members(pools, member_input)
-    facts = _cluster_status.match_host_facts(host_facts or {}, list(by_name))
+    facts = _cluster_views.match_host_facts(host_facts or {}, list(by_name))
     gpus = {
         name: _sharing_status.nvidia_gpus(facts.get(name), member_input[name]["labels"], mig_configs)
         for name in by_name

@@ -60,7 +60,10 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _smoke  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.smoke import (  # noqa: E402
+    _smoke,
+    _smoke_plan,
+)
 
 
 def smoke_plan(variables: Any, nodes: Any, status_nodes: Any = None) -> dict[str, Any]:
@@ -68,7 +71,7 @@ def smoke_plan(variables: Any, nodes: Any, status_nodes: Any = None) -> dict[str
         raise AnsibleFilterError("smoke_plan expects the role's variables as a dict")
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
         raise AnsibleFilterError("smoke_plan expects nodes as a list of Node objects")
-    return _smoke.plan(variables, nodes, _smoke.sharing_models(status_nodes or []))
+    return _smoke_plan.plan(variables, nodes, _smoke.sharing_models(status_nodes or []))
 
 
 class FilterModule:

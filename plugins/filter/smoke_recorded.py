@@ -11,7 +11,8 @@ version_added: 0.5.0
 author: gpuops.platform maintainers
 description:
   - The results the smoke_tests role's last run recorded on the nodes - a label C(gpuops.platform/smoke.<test>) per
-    test, V(pass), V(fail) or V(not-measured) (the collection's private module_utils C(_smoke), C(recorded)).
+    test, V(pass), V(fail) or V(not-measured) (the collection's private module_utils C(smoke._smoke_results),
+    C(recorded)).
 options:
   _input:
     description: The Node objects (as kubernetes.core.k8s_info returns them).
@@ -40,13 +41,13 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _smoke  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.smoke import _smoke_results  # noqa: E402
 
 
 def smoke_recorded(nodes: Any) -> dict[str, Any]:
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
         raise AnsibleFilterError("smoke_recorded expects a list of Node objects")
-    return _smoke.recorded(nodes)
+    return _smoke_results.recorded(nodes)
 
 
 class FilterModule:

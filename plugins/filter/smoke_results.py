@@ -64,7 +64,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _smoke  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.smoke import _smoke_results  # noqa: E402
 
 
 def smoke_results(
@@ -76,7 +76,7 @@ def smoke_results(
         raise AnsibleFilterError("smoke_results expects pods as a list of Pod objects")
     if phase is not None and (isinstance(phase, bool) or not str(phase).isdigit()):
         raise AnsibleFilterError("smoke_results expects phase as a phase number of the plan")
-    return _smoke.results(
+    return _smoke_results.results(
         built, pods, dict(logs or {}), bool(final), str(timestamp or ""), None if phase is None else int(phase)
     )
 

@@ -57,7 +57,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_hosts  # noqa: E402
 
 
 def sriov_host_findings(variables: Any, facts: Any, labels: Any = None, vfs: Any = None) -> list[dict[str, Any]]:
@@ -73,7 +73,7 @@ def sriov_host_findings(variables: Any, facts: Any, labels: Any = None, vfs: Any
         h: {"facts": f, "labels": labels.get(h), "host_prep_sriov_vfs": list(vfs.get(h) or [])}
         for h, f in facts.items()
     }
-    return _sriov_policy.policy_host_findings(variables.get("sriov_network_operator_policies") or [], hosts)
+    return _sriov_hosts.policy_host_findings(variables.get("sriov_network_operator_policies") or [], hosts)
 
 
 class FilterModule:

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_inputs  # noqa: E402
 
 PREFIX = "sriov_network_operator_"
 
@@ -54,7 +54,7 @@ PREFIX = "sriov_network_operator_"
 def sriov_input_findings(variables: Any, bundled_enabled: bool = False) -> list[dict[str, Any]]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("sriov_input_findings expects the sriov_network_operator_* variables as a dict")
-    return _sriov_policy.policy_input_findings(
+    return _sriov_inputs.policy_input_findings(
         variables.get(PREFIX + "policies"),
         variables.get(PREFIX + "networks"),
         variables.get(PREFIX + "ib_networks"),

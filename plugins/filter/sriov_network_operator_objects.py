@@ -59,8 +59,13 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.sriov import (  # noqa: E402
+    _sriov_config,
+    _sriov_networks,
+    _sriov_policy,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _sriov_ready  # noqa: E402
 
 PREFIX = "sriov_network_operator_"
 
@@ -75,9 +80,9 @@ def sriov_network_operator_objects(variables: Any) -> dict[str, Any]:
     source = variables.get(PREFIX + "source", "standalone")
     try:
         policies = [_sriov_policy.node_policy(p, ns) for p in variables.get(PREFIX + "policies") or []]
-        networks = [_sriov_policy.sriov_network(n, ns) for n in variables.get(PREFIX + "networks") or []]
-        networks += [_sriov_policy.sriov_ib_network(n, ns) for n in variables.get(PREFIX + "ib_networks") or []]
-        config = _sriov_policy.operator_config(variables.get(PREFIX + "config") or {}, ns)
+        networks = [_sriov_networks.sriov_network(n, ns) for n in variables.get(PREFIX + "networks") or []]
+        networks += [_sriov_networks.sriov_ib_network(n, ns) for n in variables.get(PREFIX + "ib_networks") or []]
+        config = _sriov_config.operator_config(variables.get(PREFIX + "config") or {}, ns)
         prefix = _sriov_policy.resource_prefix(source, variables.get(PREFIX + "values") or {})
     except InvalidInput as exc:
         raise AnsibleFilterError(f"sriov_network_operator: {exc}") from exc
@@ -87,7 +92,7 @@ def sriov_network_operator_objects(variables: Any) -> dict[str, Any]:
         "networks": networks,
         "chart_values": {"sriovOperatorConfig": {"deploy": False}},
         "prefix": prefix,
-        "resources": sorted({_sriov_policy.resource(prefix, p["spec"]["resourceName"]) for p in policies}),
+        "resources": sorted({_sriov_ready.resource(prefix, p["spec"]["resourceName"]) for p in policies}),
     }
 
 

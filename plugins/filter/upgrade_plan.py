@@ -106,7 +106,7 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _upgrade  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _upgrade  # noqa: E402
 
 
 def upgrade_plan(

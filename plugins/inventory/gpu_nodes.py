@@ -127,8 +127,9 @@ from typing import Any  # noqa: E402
 import yaml  # noqa: E402
 from ansible.errors import AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s, _node_inventory  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _label_selectors, _node_inventory  # noqa: E402
 
 _AUTH = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert", "client_key")
 _SELECTION = ("node_selector", "operator_namespace", "address_type")
@@ -209,7 +210,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _read_nodes(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The hosts, from the cluster's lists (three or four GETs)."""
-        selector = _cluster_status.parse_selector(self.get_option("node_selector"))
+        selector = _label_selectors.parse_selector(self.get_option("node_selector"))
         raw = _node_inventory.collect(_k8s.new_reader(params), self.get_option("operator_namespace"))
         return _node_inventory.hosts(raw, selector, self.get_option("address_type"))
 

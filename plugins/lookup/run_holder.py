@@ -41,7 +41,7 @@ from datetime import datetime, timezone  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.plugins.lookup import LookupBase  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._helm_release import run_holder  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release._helm_release import run_holder  # noqa: E402
 
 
 def process_started(pid: int, proc: str = "/proc") -> datetime | None:

@@ -153,8 +153,11 @@ api_requests:
 
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _objects  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import (  # noqa: E402
+    _k8s,
+    _objects,
+)
 
 ARGUMENT_SPEC = dict(
     _k8s.auth_argument_spec(),

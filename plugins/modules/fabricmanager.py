@@ -113,8 +113,8 @@ actions:
     - start nvidia-fabricmanager.service
 """
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _fabricmanager  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _fabricmanager  # noqa: E402
 
 ARGUMENT_SPEC = {
     "package_name": {"type": "str"},

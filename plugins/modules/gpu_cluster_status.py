@@ -771,9 +771,10 @@ api_requests:
 from collections.abc import Mapping  # noqa: E402
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s, _readiness  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status, _readiness  # noqa: E402
 
 ARGUMENT_SPEC = dict(
     _k8s.auth_argument_spec(),

@@ -397,8 +397,8 @@ msg:
   type: str
 """
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _preflight  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _preflight  # noqa: E402
 
 ARGUMENT_SPEC = _preflight.ARGUMENT_SPEC
 

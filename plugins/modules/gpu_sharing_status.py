@@ -174,9 +174,11 @@ api_requests:
 
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _readiness, _sharing, _sharing_status  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _sharing, _sharing_status  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness  # noqa: E402
 
 ARGUMENT_SPEC = dict(
     _k8s.auth_argument_spec(),

@@ -117,8 +117,11 @@ tags:
 import os  # noqa: E402
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _chart_index, _helm_oci  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release import (  # noqa: E402
+    _chart_index,
+    _helm_oci,
+)
 
 ARGUMENT_SPEC = {
     "repo_url": {"type": "str", "required": True},
@@ -136,7 +139,8 @@ _get_json = _chart_index.get_json  # a name of this module: the tests give it fa
 
 
 def list_tags(ref: str, ca_file: str | None, timeout: float) -> list[str]:
-    """The registry's tags of ``ref`` (module_utils/_chart_index.py, with the anonymous token a registry asks for)."""
+    """The registry's tags of ``ref`` (module_utils/release/_chart_index.py, with the anonymous token a registry
+    asks for)."""
     return _chart_index.oci_tags(ref, ca_file, int(timeout), _get_json)
 
 

@@ -166,10 +166,14 @@ import os  # noqa: E402
 from collections.abc import Iterator, Mapping  # noqa: E402
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s, _lease  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import CommandFailed, GpuOpsError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._helm_cli import Helm  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import CommandFailed, GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release import (  # noqa: E402
+    _helm_release,
+    _lease,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.release._helm_cli import Helm  # noqa: E402
 
 ARGUMENT_SPEC = {
     "name": {"type": "str", "required": True},

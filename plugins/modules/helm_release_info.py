@@ -149,9 +149,10 @@ status:
 
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._helm_cli import Helm  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _helm_release  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release._helm_cli import Helm  # noqa: E402
 
 ARGUMENT_SPEC = {
     "name": {"type": "str", "required": True},

@@ -126,9 +126,13 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release, _k8s, _lease  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import GpuOpsError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import GpuOpsError  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.release import (  # noqa: E402
+    _helm_release,
+    _lease,
+)
 
 ARGUMENT_SPEC = {
     **_k8s.auth_argument_spec(),

@@ -13,8 +13,8 @@ description:
   - The findings a rule of the collection returned (C({id, severity, object, evidence, cause, fix})) become the task's
     verdict - it fails when one is at or above O(fail_on), with one line per failing finding (the finding, the object,
     the evidence, why, the fix) and O(stop); otherwise it succeeds and shows the others.
-  - One message format for every role, written once in Python (the collection's private module_utils C(_judge)),
-    where the roles had an assert with a Jinja loop each.
+  - One message format for every role, written once in Python (the collection's private module_utils
+    C(common._judge)), where the roles had an assert with a Jinja loop each.
   - Runs on the controller only (an action plugin); nothing runs on the target host; changes nothing.
 author:
   - gpuops.platform contributors (@gpuops)

@@ -83,8 +83,8 @@ nouveau:
   sample: {"loaded": true, "refcount": 0, "holders": [], "in_use": false}
 """
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _nouveau  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _nouveau  # noqa: E402
 
 ARGUMENT_SPEC = {"state": {"type": "str", "choices": ["present", "absent"], "default": "present"}}
 

@@ -115,8 +115,8 @@ unit:
   sample: {"path": "/etc/systemd/system/gpuops-pcie-acs.service", "changed": true, "enabled": true}
 """
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _acs  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _acs  # noqa: E402
 
 ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["disabled", "enabled"], "default": "disabled"},

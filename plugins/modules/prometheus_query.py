@@ -169,13 +169,15 @@ from collections.abc import Mapping  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.module_utils.urls import open_url  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import (  # noqa: E402
-    _k8s,
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import (  # noqa: E402
     _monitoring,
+    _monitoring_health,
     _prometheus,
-    _readiness,
+    _scrape_objects,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness  # noqa: E402
 
 ARGUMENT_SPEC = dict(
     _k8s.auth_argument_spec(),
@@ -248,16 +250,18 @@ def _ask(reader: Any, p: Mapping[str, Any], queries: Mapping[str, str]) -> dict[
 def _health(reader: Any, p: Mapping[str, Any]) -> tuple[Any, Any]:
     """The health check, asked again (the collection's readiness Waiter) until no node differs or the timeout."""
     spec = p["gpu_health"]
-    expected = _monitoring.expected_gpus(spec["nodes"]) if spec["gpus"] else {}
-    queries = {"up": _monitoring.UP_QUERY, "gpu_series": _monitoring.GPU_SERIES_QUERY} if spec["gpus"] else {}
+    expected = _scrape_objects.expected_gpus(spec["nodes"]) if spec["gpus"] else {}
+    queries = (
+        {"up": _monitoring_health.UP_QUERY, "gpu_series": _monitoring_health.GPU_SERIES_QUERY} if spec["gpus"] else {}
+    )
     if spec["telemetry"]:
-        queries["telemetry_up"] = _monitoring.TELEMETRY_UP_QUERY
+        queries["telemetry_up"] = _monitoring_health.TELEMETRY_UP_QUERY
 
     def probe() -> tuple[tuple[Any, Any], list[_readiness.NotReady]]:
         got = _ask(reader, p, queries)
-        health = _monitoring.health_findings(expected, got.get("up", []), got.get("gpu_series", []))
+        health = _monitoring_health.health_findings(expected, got.get("up", []), got.get("gpu_series", []))
         if spec["telemetry"]:
-            telemetry = _monitoring.telemetry_findings(spec["nodes"], got["telemetry_up"])
+            telemetry = _monitoring_health.telemetry_findings(spec["nodes"], got["telemetry_up"])
             health = {
                 **health,
                 "telemetry_rows": telemetry["rows"],
@@ -268,11 +272,14 @@ def _health(reader: Any, p: Mapping[str, Any]) -> tuple[Any, Any]:
 
     outcome = _readiness.Waiter(timeout=max(spec["timeout"], 0), interval=max(spec["interval"], 1)).wait(probe)
     got, health = outcome.snapshot
-    query = _monitoring.counters_query(spec["counters"] or {})
+    query = _monitoring_health.counters_query(spec["counters"] or {})
     if query and any(row["exporter_up"] for row in health["rows"]):
         present = _ask(reader, p, {"counters": query})["counters"]
         got = {**got, "counters": present}
-        health = {**health, "findings": health["findings"] + _monitoring.counter_findings(spec["counters"], present)}
+        health = {
+            **health,
+            "findings": health["findings"] + _monitoring_health.counter_findings(spec["counters"], present),
+        }
     return got, health
 
 
@@ -289,7 +296,9 @@ def run(ctx: Any) -> dict[str, Any]:
             got, result["health"] = _health(reader, p)
             results.update({f"gpu_health_{k}": v for k, v in got.items()})
         if p["gpu_overview"]:
-            got = _ask(reader, p, {"firing": _monitoring.FIRING_QUERY, "reporting": _monitoring.GPU_SERIES_QUERY})
+            got = _ask(
+                reader, p, {"firing": _monitoring_health.FIRING_QUERY, "reporting": _monitoring_health.GPU_SERIES_QUERY}
+            )
             result["gpu_overview"] = _monitoring.metrics_by_node(got["firing"], got["reporting"])
     except _Unreachable as exc:
         if p["unreachable"] == "fail":

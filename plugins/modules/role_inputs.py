@@ -253,8 +253,14 @@ report:
 
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _chart_index, _inputs  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs import (  # noqa: E402
+    _inputs,
+    _inputs_choices,
+    _inputs_roles,
+    _inputs_secrets,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _chart_index  # noqa: E402
 
 ARGUMENT_SPEC = {
     "role": {"type": "str", "required": True},
@@ -269,7 +275,7 @@ ARGUMENT_SPEC = {
         "default": [],
         "options": {
             "var": {"type": "str", "required": True},
-            "rule": {"type": "str", "required": True, "choices": sorted(_inputs.RULES)},
+            "rule": {"type": "str", "required": True, "choices": sorted(_inputs_choices.RULES)},
             "value": {"type": "raw"},
             "allow_empty": {"type": "bool"},
             "context": {"type": "str"},
@@ -319,7 +325,7 @@ def run(ctx: Any) -> dict[str, Any]:
         if item["value"] is None and item["var"] not in p["variables"]:
             given["value"] = None  # the variable is unset: check null, not a missing key
         checks.append(given)
-    findings = _inputs.check(
+    findings = _inputs_roles.check(
         checks,
         p["variables"],
         options=p["options"],
@@ -337,8 +343,10 @@ def run(ctx: Any) -> dict[str, Any]:
             )
             findings += [found] if found else []
     # a secret's value never leaves the module: not in a finding (masked there), the invocation or any message
-    for var in _inputs.secret_variables(p["options"]):
-        ctx.module.no_log_values.update(s for s in _inputs.secret_strings(p["variables"].get(var)) if len(s) >= 3)
+    for var in _inputs_secrets.secret_variables(p["options"]):
+        ctx.module.no_log_values.update(
+            s for s in _inputs_secrets.secret_strings(p["variables"].get(var)) if len(s) >= 3
+        )
     report = [_inputs.message(f) for f in findings]
     result: dict[str, Any] = {"changed": False, "findings": findings, "report": report}
     errors = [_inputs.message(f) for f in findings if f["severity"] == "error"]

@@ -82,9 +82,14 @@ elapsed:
 from collections.abc import Mapping, Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _owned, _readiness, _smoke  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import (  # noqa: E402
+    _k8s,
+    _owned,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.smoke import _smoke_results  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness  # noqa: E402
 
 OWNER_LABELS = _owned.owner_labels("smoke_tests")
 
@@ -103,8 +108,8 @@ ARGUMENT_SPEC = dict(
 def waiting_pods(
     plan: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], phase: int | None
 ) -> list[_readiness.NotReady]:
-    """The pods of ``phase`` that have not settled, as NotReady (the role's rule: ``_smoke.results``)."""
-    judged = _smoke.results(plan, pods, {}, False, "", phase)
+    """The pods of ``phase`` that have not settled, as NotReady (the role's rule: ``_smoke_results.results``)."""
+    judged = _smoke_results.results(plan, pods, {}, False, "", phase)
     return [
         _readiness.NotReady("Pod", None, name, "not settled")
         for row in judged["results"]

@@ -123,8 +123,8 @@ rules_path:
   sample: /etc/udev/rules.d/70-gpuops-sriov.rules
 """
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _sriov  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _sriov  # noqa: E402
 
 ARGUMENT_SPEC = {
     "pf": {"type": "str", "required": True},

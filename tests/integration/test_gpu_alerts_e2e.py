@@ -7,12 +7,12 @@ Healthy GPUs fire nothing; an XID 79 injected on one GPU fires GPUXidFallenOffBu
 the rule's `for` plus a scrape and an evaluation interval; cleared (the GPU reset), the alert resolves. The exporter
 reports one DCGM_FI_DEV_GPU_UTIL series per GPU of the nodes' hardware profiles.
 
-Every dashboard panel (module_utils/_dashboards.py panels()) is parsed by the real Prometheus and returns data: a pod
-holding two GPUs on a DGX node (kwok runs it; the simulated exporter attributes the GPUs to it, so the per-pod
-panels see exported_pod/exported_namespace), one of them idle (a gpu_util=0 fault from before the pod starts, for the
-"held but idle" panel), an XID on another GPU (a firing alert, a last XID > 0), and the real node_exporter's
-infiniband collector on the DGX and L40S nodes' generated sysfs (the RDMA panels). NO_DATA_IN_LAB names the panels
-that cannot return data in the lab, with the reason; it is empty.
+Every dashboard panel (module_utils/monitoring/_dashboards.py panels()) is parsed by the real Prometheus and returns
+data: a pod holding two GPUs on a DGX node (kwok runs it; the simulated exporter attributes the GPUs to it, so the
+per-pod panels see exported_pod/exported_namespace), one of them idle (a gpu_util=0 fault from before the pod starts,
+for the "held but idle" panel), an XID on another GPU (a firing alert, a last XID > 0), and the real node_exporter's
+infiniband collector on the DGX and L40S nodes' generated sysfs (the RDMA panels). NO_DATA_IN_LAB names the panels that
+cannot return data in the lab, with the reason; it is empty.
 
 The module runs its own ClusterPolicy simulator instance (like test_gpu_cluster_status_lab.py), so that other tests'
 ClusterPolicies do not matter, and starts the lab's monitoring once for both tests (the `gpu_monitoring` fixture;
@@ -35,8 +35,8 @@ from kubernetes import client
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _dashboards as dash  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _dashboards as dash  # noqa: E402
 
 CP_CRD = REPO / "tests/fixtures/charts/gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml"
 PROM_CRDS = REPO / "tests/fixtures/charts/kube-prometheus-stack/crds"

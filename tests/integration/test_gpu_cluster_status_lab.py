@@ -23,7 +23,8 @@ from kubernetes import client
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status  # noqa: E402
 
 MANAGED = "sim.gpuops.io/managed-status"
 TOLERATE_ALL = [{"operator": "Exists"}]

@@ -265,7 +265,7 @@ def test_the_controller_and_the_site_variables_come_from_an_inventory_source():
 
 
 def test_the_upgrade_survey_offers_only_versions_the_compatibility_table_knows():
-    from ansible_collections.gpuops.platform.plugins.module_utils import _upgrade
+    from ansible_collections.gpuops.platform.plugins.module_utils.release import _upgrade
 
     (question,) = [
         q for q in TEMPLATES["gpuops - upgrade"]["survey_spec"]["spec"] if q["variable"] == "gpu_operator_chart_version"

@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 import yaml
 from ansible_collections.gpuops.platform.plugins.filter.aligned_columns import FilterModule as AlignedColumns
-from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _monitoring
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "playbooks/templates/diagnosis.txt.j2"
 DIAG = {

@@ -1,5 +1,5 @@
-"""roles/network_operator/defaults/main.yml and plugins/module_utils/_network.py DEFAULTS say the same: the role's
-defaults are what the builders and rules assume when a variable is not given (one default, two places that must
+"""roles/network_operator/defaults/main.yml and plugins/module_utils/network/_network.py DEFAULTS say the same: the
+role's defaults are what the builders and rules assume when a variable is not given (one default, two places that must
 not drift)."""
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1].parent
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _network  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.network import (  # noqa: E402
+    _network,
+    _network_inputs,
+)
 
 DEFAULTS = yaml.safe_load((REPO / "roles/network_operator/defaults/main.yml").read_text())
 GPUOPS = yaml.safe_load((REPO / "roles/gpuops/defaults/main.yml").read_text())
@@ -57,6 +60,6 @@ def test_the_roles_other_variables_are_the_release_and_guard_settings():
 def test_the_defaults_build_the_documented_policy_and_pass_the_rules():
     variables = {k: v for k, v in DEFAULTS.items() if not (isinstance(v, str) and "{{" in v)}
     cfg = _network.from_variables(variables)
-    assert _network.network_input_findings(cfg) == []
+    assert _network_inputs.network_input_findings(cfg) == []
     assert _network.nic_cluster_policy(cfg) == _network.nic_cluster_policy({})
     assert _network.chart_values(cfg) == {"nfd": {"enabled": False}, "sriovNetworkOperator": {"enabled": False}}

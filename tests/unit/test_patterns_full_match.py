@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _inputs, _pci, _sriov
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _pci, _sriov
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs import _inputs
 
 REPO = Path(__file__).resolve().parents[2]
 # A regular expression literal handed to re.compile/match/search/fullmatch whose last character is an unescaped $.

@@ -20,7 +20,10 @@ if not _link.exists():
     _link.parent.mkdir(parents=True, exist_ok=True)
     _link.symlink_to(REPO)
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _inputs  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs import (  # noqa: E402
+    _inputs,
+    _inputs_roles,
+)
 
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
 KEYWORDS = set(Task.fattributes) | {"block", "rescue", "always", "local_action"}
@@ -120,11 +123,11 @@ def test_variables_are_prefixed_typed_and_described(role):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_defaults_pass_the_roles_own_input_rules(role):
-    """The defaults are judged by the Python rules that judge user input (plugins/module_utils/_inputs.py):
+    """The defaults are judged by the Python rules that judge user input (plugins/module_utils/inputs/):
     a default of the wrong type or outside its choices fails here. Templated defaults are judged at run time."""
     options = _spec(role)["options"]
     literal = {k: v for k, v in _defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
-    findings = _inputs.argument_types(options, literal)
+    findings = _inputs_roles.argument_types(options, literal)
     assert findings == [], [_inputs.message(f) for f in findings]
     # and strictly: what Ansible would convert (a "30" for an int) is not written as a default
     strict = {"str": str, "bool": bool, "int": int, "list": list, "dict": dict}
@@ -139,7 +142,7 @@ def test_defaults_pass_the_roles_own_input_rules(role):
 def test_the_input_rules_catch_a_wrong_default():
     """The check above can fail: a wrong type and a value outside the choices are findings."""
     options = {"r_state": {"type": "str", "choices": ["present", "absent"]}, "r_timeout": {"type": "int"}}
-    found = _inputs.argument_types(options, {"r_state": "installed", "r_timeout": "soon"})
+    found = _inputs_roles.argument_types(options, {"r_state": "installed", "r_timeout": "soon"})
     assert sorted(f["object"]["name"] for f in found) == ["r_state", "r_timeout"]
 
 

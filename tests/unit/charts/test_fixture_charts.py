@@ -712,8 +712,8 @@ def test_network_operator_bundled_sriov_renders_its_own_operator_config_unless_t
     """Upstream's network-operator 26.4.1 sets sriov-network-operator.sriovOperatorConfig.deploy: true, so the
     bundled SR-IOV operator comes with a chart-rendered SriovOperatorConfig "default", the object the
     sriov_network_operator role applies too (two owners; the next helm upgrade fails on .spec.logLevel). The role's
-    values (plugins/module_utils/_network.py chart_values) turn the chart's copy off."""
-    from ansible_collections.gpuops.platform.plugins.module_utils import _network
+    values (plugins/module_utils/network/_network.py chart_values) turn the chart's copy off."""
+    from ansible_collections.gpuops.platform.plugins.module_utils.network import _network
 
     docs = render(NETOP, sriovNetworkOperator={"enabled": True})
     config = one(docs, "SriovOperatorConfig", "default")
@@ -742,7 +742,7 @@ def test_kube_prometheus_stack_grafana_admin_from_the_role_secret_not_the_values
     """Upstream's default: the chart writes <release>-grafana from grafana.adminUser/adminPassword (prom-operator),
     values anyone who reads the release sees. With the role's values (a password given) the Deployment reads the
     Secret the role writes and the chart writes none."""
-    from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring
+    from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _monitoring
 
     default = render(KPS)
     assert _grafana_admin_refs(default) == {("rel-grafana", "admin-user"), ("rel-grafana", "admin-password")}
@@ -999,7 +999,7 @@ def test_amd_bundles_the_nfd_version_upstream_depends_on():
 def test_monitoring_objects_and_the_rendered_prometheus_fit_the_stricter_crds():
     """What the monitoring role applies (its ServiceMonitors, the DOCA telemetry one, its PrometheusRule) and the
     Prometheus the kube-prometheus-stack fixture renders with the role's values and tolerations pass the CRDs."""
-    from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring
+    from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _monitoring
 
     selector = {"matchLabels": {"release": "kps"}}
     prometheus = {

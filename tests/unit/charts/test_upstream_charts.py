@@ -199,7 +199,7 @@ def test_sriov_role_values_render_on_the_upstream_chart(sriov_chart):
     assert not [d for d in docs if "Webhook" in d["kind"] or d["kind"] == "SriovOperatorConfig"]
     dep = _one(docs, "Deployment", "sriov-network-operator")
     pod = dep["spec"]["template"]
-    # the pod label gpu_cluster_status and the role's second-operator guard look for (_sriov_policy.second_operator)
+    # the pod label gpu_cluster_status and the role's second-operator guard look for (_sriov_inputs.second_operator)
     assert dep["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"] == {"name": "sriov-network-operator"}
     assert pod["spec"]["tolerations"] == [KWOK]
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}

@@ -13,7 +13,10 @@ from ansible.module_utils.common import warnings as _ansible_warnings
 sys.path.insert(0, str(Path(__file__).parent))
 
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _fs, _runner  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common import (
+    _fs,  # noqa: E402
+    _runner,  # noqa: E402
+)
 from hostsim import FakeCommands, HostTree  # noqa: E402
 
 

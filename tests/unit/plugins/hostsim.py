@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _fs
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _fs
 from gpuops_lab.hostsim import build_tree, kernel, pciconfig
 from gpuops_lab.hostsim.hostfs import Host
 

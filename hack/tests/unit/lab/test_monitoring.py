@@ -466,10 +466,10 @@ def test_monitoring_ports_in_the_ephemeral_range_are_refused(tmp_path, monkeypat
 def test_the_roles_doca_telemetry_service_is_scraped_at_the_lab_exporter():
     # the role's own objects (through the collection link of `make venv`), so the lab is held to what the role applies
     sys.path.insert(0, str(Path(__file__).resolve().parents[4] / ".state/collections"))
-    from ansible_collections.gpuops.platform.plugins.module_utils import _monitoring  # noqa: PLC0415
+    from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _scrape_objects  # noqa: PLC0415
 
     net = "nvidia-network-operator"
-    svc, sm = _monitoring.telemetry_objects("monitoring", {"release": "kps"}, net, 9189)
+    svc, sm = _scrape_objects.telemetry_objects("monitoring", {"release": "kps"}, net, 9189)
     # upstream's DTS pod: host network (pod IP = node IP), no declared container port
     pods = [
         {

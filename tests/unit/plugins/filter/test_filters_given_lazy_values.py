@@ -1,7 +1,7 @@
 """The filters that build objects from role variables, templated as a playbook templates them: their arguments
 arrive as ansible-core's lazy containers. Copying one with copy.deepcopy copies its templar and makes ansible-core
 warn ("Instantiating filter PluginLoader with aliases is deprecated", once per site.yml run until stop 27); the
-filters take plain data (module_utils/_plain.py) instead. Each case runs in its own interpreter: the collection
+filters take plain data (module_utils/common/_plain.py) instead. Each case runs in its own interpreter: the collection
 finder a real Templar needs is process-wide."""
 
 from __future__ import annotations

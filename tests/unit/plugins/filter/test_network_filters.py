@@ -8,7 +8,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.network_host_findings import network_host_findings
 from ansible_collections.gpuops.platform.plugins.filter.network_input_findings import network_input_findings
 from ansible_collections.gpuops.platform.plugins.filter.network_operator_objects import network_operator_objects
-from ansible_collections.gpuops.platform.plugins.module_utils import _network
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _network_ready
 
 CX7 = {
     "address": "0000:1a:00.0",
@@ -80,7 +81,7 @@ def test_objects():
         }
     )
     assert out["chart_values"] == {"nfd": {"enabled": False}, "sriovNetworkOperator": {"enabled": False}}
-    assert out["nic_cluster_policy"]["metadata"] == {"name": _network.POLICY_NAME}
+    assert out["nic_cluster_policy"]["metadata"] == {"name": _network_ready.POLICY_NAME}
     assert out["nic_cluster_policy"] == _network.nic_cluster_policy({})
     owner = {"app.kubernetes.io/managed-by": "gpuops.platform", "gpuops.platform/role": "network_operator"}
     assert [(o["kind"], o["metadata"]) for o in out["ip_pools"]] == [

@@ -1,7 +1,7 @@
 """The sriov_network_operator role's filters: thin wrappers over _sriov_policy (its rules are tested in
 module_utils/test_sriov_policy.py); here the variable names the role passes, the shapes it reads, the waits'
 judgements (policies not yet written into a SriovNetworkNodeState, resources not advertised:
-_cluster_status.sriov_not_ready, behind gpu_cluster_status's wait) and the readiness row."""
+_cluster_wait.sriov_not_ready, behind gpu_cluster_status's wait) and the readiness row."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ansible_collections.gpuops.platform.plugins.filter.sriov_input_findings imp
 from ansible_collections.gpuops.platform.plugins.filter.sriov_network_operator_objects import (
     sriov_network_operator_objects,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _readiness, _sriov_policy
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_wait, _readiness, _sriov_ready
 
 NS = "sriov-network-operator"
 SEL = {"feature.node.kubernetes.io/pci-15b3.sriov.capable": "true"}
@@ -165,7 +165,7 @@ def not_ready(states=(), nodes=(), **variable_changes):
     built = sriov_network_operator_objects(variables(**variable_changes))
     wait = {"sriov_policies": built["policies"], "sriov_namespace": NS, "sriov_resource_prefix": built["prefix"]}
     reader = StatesReader(list(states))
-    out = _cluster_status.sriov_not_ready(reader, {"nodes": list(nodes)}, {"operator_namespace": "x"}, wait)
+    out = _cluster_wait.sriov_not_ready(reader, {"nodes": list(nodes)}, {"operator_namespace": "x"}, wait)
     assert reader.calls == [("sriovnetwork.openshift.io", "v1", "sriovnetworknodestates", NS)]
     return out
 
@@ -199,7 +199,7 @@ def test_wait_for_the_resources_on_the_selected_nodes():
 
 def test_no_policies_no_request():
     reader = StatesReader([])
-    assert _cluster_status.sriov_not_ready(reader, {"nodes": []}, {"operator_namespace": "x"}, {}) == []
+    assert _cluster_wait.sriov_not_ready(reader, {"nodes": []}, {"operator_namespace": "x"}, {}) == []
     assert reader.calls == []
 
 
@@ -211,7 +211,7 @@ def test_the_wait_option_knows_the_node_state():
         "sriovnetworknodestates",
         True,
     )
-    assert kind.ready is _sriov_policy.sriov_network_node_state
+    assert kind.ready is _sriov_ready.sriov_network_node_state
     failed = {"status": {"syncStatus": "Failed", "lastSyncError": "PF ibp20s0: sriov_totalvfs is 16"}}
     assert "lastSyncError: PF ibp20s0" in _readiness.KINDS["SriovNetworkNodeState"].ready(failed)
 
@@ -230,7 +230,7 @@ def removal_not_ready(states, nodes):
     built = sriov_network_operator_objects(variables())
     wait = {"sriov_policies_removed": built["policies"], "sriov_namespace": NS}
     reader = StatesReader(list(states))
-    out = _cluster_status.sriov_not_ready(reader, {"nodes": list(nodes)}, {"operator_namespace": "x"}, wait)
+    out = _cluster_wait.sriov_not_ready(reader, {"nodes": list(nodes)}, {"operator_namespace": "x"}, wait)
     assert reader.calls == [("sriovnetwork.openshift.io", "v1", "sriovnetworknodestates", NS)]
     return [(n.kind, n.name, n.condition) for n in out]
 

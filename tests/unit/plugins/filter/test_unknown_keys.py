@@ -38,6 +38,6 @@ def test_bad_input():
     ],
 )
 def test_dig(path, expected):
-    from ansible_collections.gpuops.platform.plugins.module_utils._helm_release import dig
+    from ansible_collections.gpuops.platform.plugins.module_utils.release._helm_release import dig
 
     assert dig(CHART, path) == expected

@@ -31,7 +31,7 @@ from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import inventory_loader
 from ansible_collections.gpuops.platform.plugins.inventory import gpu_nodes
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
 
 state_file = sys.argv[3]
 

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _acs
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import HostStateError, Unsupported
-from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import HostStateError, Unsupported
+from ansible_collections.gpuops.platform.plugins.module_utils.common._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _acs
 from hostsim import dgx_like
 
 

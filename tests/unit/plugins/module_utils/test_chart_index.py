@@ -6,7 +6,7 @@ from __future__ import annotations
 import urllib.error
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _chart_index
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _chart_index
 
 INDEX = b"""
 apiVersion: v1

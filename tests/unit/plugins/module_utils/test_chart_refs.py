@@ -1,4 +1,4 @@
-"""The value keys a chart knows (plugins/module_utils/_chart_refs.py): values.yaml plus the .Values paths its
+"""The value keys a chart knows (plugins/module_utils/release/_chart_refs.py): values.yaml plus the .Values paths its
 templates read, so a key upstream documents only as a comment is not reported as ignored (issue 27)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.filter.unknown_keys import unknown_keys
-from ansible_collections.gpuops.platform.plugins.module_utils import _chart_refs
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _chart_refs
 
 CHARTS = Path(__file__).resolve().parents[3] / "fixtures" / "charts"
 GPU_OP = CHARTS / "gpu-operator" / "v26.7.0"

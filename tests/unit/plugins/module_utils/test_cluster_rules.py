@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_rules
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _cluster_rules
 
 
 def _ds(ns, name="nfd-worker", release="nfd"):

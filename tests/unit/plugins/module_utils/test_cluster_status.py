@@ -4,8 +4,9 @@ with a constant number of requests, and the result shape. No cluster: hand-built
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status as cs
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status as cs
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views, _label_selectors
 
 NS = "gpu-operator"
 NFD_NVIDIA = {"feature.node.kubernetes.io/pci-10de.present": "true"}
@@ -227,7 +228,7 @@ def params(**kw):
 
 
 def view_of(data, selector=None, **kw):
-    return cs.build_view(data, params(**kw), cs.parse_selector(selector))
+    return _cluster_views.build_view(data, params(**kw), _label_selectors.parse_selector(selector))
 
 
 # -- label selectors --------------------------------------------------------------------------------------
@@ -252,17 +253,17 @@ def view_of(data, selector=None, **kw):
     ],
 )
 def test_selector(text, labels, expected):
-    assert cs.selector_matches(cs.parse_selector(text), labels) is expected
+    assert _label_selectors.selector_matches(_label_selectors.parse_selector(text), labels) is expected
 
 
 @pytest.mark.parametrize("text", ["a=b=c", "in (x)", "a in x", "a b"])
 def test_selector_malformed(text):
     with pytest.raises(InvalidInput, match="node_selector"):
-        cs.parse_selector(text)
+        _label_selectors.parse_selector(text)
 
 
 def test_no_selector():
-    assert cs.parse_selector(None) is None and cs.parse_selector("  ") is None
+    assert _label_selectors.parse_selector(None) is None and _label_selectors.parse_selector("  ") is None
 
 
 # -- pod views --------------------------------------------------------------------------------------------
@@ -312,7 +313,7 @@ def test_no_selector():
     ],
 )
 def test_pod_view(obj, state, extra):
-    view = cs.pod_view(obj)
+    view = _cluster_views.pod_view(obj)
     assert view["state"] == state, view
     assert {k: view[k] for k in extra} == extra
 
@@ -322,7 +323,7 @@ def test_pod_view_terminating_and_component():
     obj["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
     obj["metadata"]["ownerReferences"][0]["name"] = "nvidia-dcgm-exporter"
     obj["metadata"]["labels"] = {}
-    view = cs.pod_view(obj)
+    view = _cluster_views.pod_view(obj)
     assert (view["state"], view["component"], view["owner_kind"]) == (
         "Terminating",
         "nvidia-dcgm-exporter",
@@ -332,7 +333,7 @@ def test_pod_view_terminating_and_component():
 
 def test_failing_init_step_counts_missing_statuses():
     obj = pod("v", "nvidia-operator-validator", on="n1", phase="Pending", init_names=VALIDATION_STEPS, inits=[])
-    assert cs.failing_init_step(obj)[0] == "driver-validation"
+    assert _cluster_views.failing_init_step(obj)[0] == "driver-validation"
 
 
 # -- nodes, vendors, resources ----------------------------------------------------------------------------
@@ -350,12 +351,12 @@ def test_failing_init_step_counts_missing_statuses():
     ],
 )
 def test_gpu_vendor(labels, alloc, vendor):
-    assert cs.gpu_vendor(labels, alloc) == vendor
+    assert _cluster_views.gpu_vendor(labels, alloc) == vendor
 
 
 def test_node_view_resources_and_labels():
     n = gpu_node("n1", gpus=0, alloc={"nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "4"})
-    view = cs.node_view(n, "nvidia")
+    view = _cluster_views.node_view(n, "nvidia")
     assert view["allocatable"] == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 14, "nvidia.com/mig-3g.40gb": 4}
     assert view["gpus"] == 18 and view["product"] == "NVIDIA-H100-80GB-HBM3"
     assert "kubernetes.io/hostname" not in view["labels"] and view["labels"]["nvidia.com/gpu.present"] == "true"
@@ -403,7 +404,7 @@ _CORDON = {"unschedulable": True, "taints": [{"key": "node.kubernetes.io/unsched
     ids=["none", "cordoned", "onboarding", "driver-upgrade", "gpu-taint", "tainted", "both"],
 )
 def test_node_view_scheduling(spec, labels, annotations, summary, schedulable):
-    view = cs.node_view(gpu_node("n1", spec=spec, labels=labels, annotations=annotations), "nvidia")
+    view = _cluster_views.node_view(gpu_node("n1", spec=spec, labels=labels, annotations=annotations), "nvidia")
     assert view["scheduling"]["summary"] == summary
     assert view["scheduling"]["schedulable"] is schedulable and view["unschedulable"] is bool(spec.get("unschedulable"))
 
@@ -414,9 +415,9 @@ def test_cluster_policies_oldest_is_active():
         cluster_policy("z", "2026-01-01T00:00:00Z", "ready"),
         cluster_policy("a", "2026-01-02T00:00:00Z", "ignored"),
     ]
-    view = cs.cluster_policies_view(items)
+    view = _cluster_views.cluster_policies_view(items)
     assert view["active"] == "z" and [c["name"] for c in view["objects"]] == ["z", "a", "b"]
-    assert cs.cluster_policies_view(None) == {"installed": False, "active": None, "objects": []}
+    assert _cluster_views.cluster_policies_view(None) == {"installed": False, "active": None, "objects": []}
 
 
 @pytest.mark.parametrize(
@@ -431,7 +432,7 @@ def test_cluster_policies_oldest_is_active():
     ],
 )
 def test_match_host_facts(facts, names, expected):
-    assert cs.match_host_facts(facts, names) == expected
+    assert _cluster_views.match_host_facts(facts, names) == expected
 
 
 def test_build_view_classifies_pods_and_selects_nodes():

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import yaml
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
 
 
 class FakeHTTP:

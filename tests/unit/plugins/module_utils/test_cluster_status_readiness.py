@@ -4,8 +4,11 @@ vendor scoping of _cluster_status.gather against a fake reader whose answers cha
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status as cs
-from ansible_collections.gpuops.platform.plugins.module_utils import _readiness as rd
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status as cs
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_wait
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness as rd
+from ansible_collections.gpuops.platform.plugins.module_utils.status._gpu_labels import VENDORS
 from test_cluster_status import NS, cluster_policy, gpu_node, node, operator_pod, pod, ready_pod
 
 
@@ -281,8 +284,8 @@ def test_wait_nameless_objects_by_label_in_another_namespace():
 
 
 def test_unknown_kind_is_refused():
-    with pytest.raises(cs.InvalidInput, match="unknown kind 'Pod'"):
-        cs.wait_targets({"objects": [{"kind": "Pod"}]}, params())
+    with pytest.raises(InvalidInput, match="unknown kind 'Pod'"):
+        _cluster_wait.wait_targets({"objects": [{"kind": "Pod"}]}, params())
 
 
 def amd_node(name, gpus=8):
@@ -330,7 +333,7 @@ def test_vendor_scoping_skips_the_other_vendors_operator_rules():
             "status": {"nodeModuleStatus": {"amd-mi300x-0": {"status": "Install-Failed"}}},
         }
     ]
-    ids = {v: {f["id"] for f in cs.gather(ScriptedReader([data]), params(vendor=[v]))["diagnosis"]} for v in cs.VENDORS}
+    ids = {v: {f["id"] for f in cs.gather(ScriptedReader([data]), params(vendor=[v]))["diagnosis"]} for v in VENDORS}
     assert "clusterpolicy-not-ready" in ids["nvidia"] and "amd-driver-install-failed" not in ids["nvidia"]
     assert "amd-driver-install-failed" in ids["amd"] and "clusterpolicy-not-ready" not in ids["amd"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status as cs
-from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_status as cs
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views, _diagnosis, _label_selectors
 from test_cluster_status import (
     NS,
     cluster_policy,
@@ -117,7 +117,7 @@ def netcluster(nodes=None, net_pods=None, policies="ok", states=(), pdbs=(), cps
 
 
 def view_of(data, facts=None, network=True):
-    return cs.build_view(data, params(host_facts=facts, network=dict(NETWORK) if network else None))
+    return _cluster_views.build_view(data, params(host_facts=facts, network=dict(NETWORK) if network else None))
 
 
 def sb_facts(name, **over):
@@ -419,7 +419,7 @@ def test_network_view_and_result():
 
 def test_node_selector_applies_to_network_nodes():
     data = netcluster(nodes=[nic_node("n1"), nic_node("n2", labels={"pool": "infer"})])
-    view = cs.build_view(data, params(network=dict(NETWORK)), cs.parse_selector("pool=infer"))
+    view = _cluster_views.build_view(data, params(network=dict(NETWORK)), _label_selectors.parse_selector("pool=infer"))
     assert [n["name"] for n in view["network"]["nodes"]] == ["n2"]
 
 
@@ -483,7 +483,7 @@ def test_network_in_the_operator_namespace_is_listed_once():
 # -- through main() ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("check_mode", [True, False])
 def test_module_network_option(monkeypatch, run_module, check_mode):
-    from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
+    from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
     from ansible_collections.gpuops.platform.plugins.modules import gpu_cluster_status
 
     data = {**netcluster(nodes=[nic_node("n1", rdma=None)]), "poddisruptionbudgets": []}

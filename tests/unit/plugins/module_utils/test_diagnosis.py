@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _diagnosis
 from test_cluster_status import (
     NS,
     cluster_policy,

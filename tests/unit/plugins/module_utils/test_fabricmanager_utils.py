@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _fabricmanager, _pkg
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _fabricmanager, _pkg
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ import errno
 import os
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _fs
-from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _fs
+from ansible_collections.gpuops.platform.plugins.module_utils.common._fs import HostFS
 
 
 @pytest.mark.parametrize("fail", ["mkstemp", "replace"])

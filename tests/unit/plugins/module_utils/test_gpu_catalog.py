@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_catalog as cat
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _gpu_catalog as cat
 
 GB200 = ("10de", "2941")
 GB300 = ("10de", "31c2")

@@ -4,7 +4,7 @@ list URL and the registry's token challenge."""
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_oci as oci
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _helm_oci as oci
 
 
 @pytest.mark.parametrize(

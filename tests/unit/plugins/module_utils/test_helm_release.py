@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release as hr
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _helm_release as hr
 
 DEPLOYED = {"status": "deployed", "chart": "c", "version": "1.0.0", "revision": 3}
 

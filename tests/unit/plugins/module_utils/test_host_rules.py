@@ -7,7 +7,13 @@ import copy
 from typing import Any
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _host_rules as rules
+from ansible_collections.gpuops.platform.plugins.module_utils.host import (
+    _driver_rules,
+    _fabricmanager_rules,
+    _host_findings,
+    _pcie_rules,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _host_rules as rules
 
 NIC = {
     "address": "0000:14:00.0",
@@ -57,10 +63,10 @@ def with_(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(rule: str, facts: dict[str, Any], intent: dict[str, Any]) -> list[tuple[str, str]]:
-    findings = rules.RULES[rule](with_(CLEAN, facts), {**rules.DEFAULT_INTENT, "node": "n1", **intent})
+    findings = rules.RULES[rule](with_(CLEAN, facts), {**_host_findings.DEFAULT_INTENT, "node": "n1", **intent})
     for f in findings:
         assert set(f) >= {"id", "severity", "object", "evidence", "cause", "fix", "fixed_by"}
-        assert f["severity"] in rules.SEVERITIES and f["cause"] and f["fix"]
+        assert f["severity"] in _host_findings.SEVERITIES and f["cause"] and f["fix"]
         text = rules.describe(f)
         assert "{'" not in text and "['" not in text and "None (" not in text, text  # values, not reprs
     return [(f["id"], f["severity"]) for f in findings]
@@ -357,24 +363,26 @@ def test_rule_table(rule, name, facts, intent, expected):
 
 
 def test_every_rule_has_a_table():
-    assert set(TABLES) == set(rules.RULES) == set(rules.CONCERNS)
+    assert set(TABLES) == set(rules.RULES) == set(_host_findings.CONCERNS)
 
 
 def test_short_pf_address_resolves_to_the_normalized_address():
-    resolved, findings = rules.resolve_sriov(CLEAN, [{"pf": "14:00.0", "num_vfs": 4}])
+    resolved, findings = _pcie_rules.resolve_sriov(CLEAN, [{"pf": "14:00.0", "num_vfs": 4}])
     assert findings == [] and resolved == [{"pf": "14:00.0", "address": "0000:14:00.0", "num_vfs": 4, "current": 0}]
 
 
 def test_messages_print_values():
-    pf = rules.RULES["sriov"](CLEAN, {**rules.DEFAULT_INTENT, "sriov": [{"pf": "0000:14:00.0", "num_vfs": 9}]})[0]
+    pf = rules.RULES["sriov"](
+        CLEAN, {**_host_findings.DEFAULT_INTENT, "sriov": [{"pf": "0000:14:00.0", "num_vfs": 9}]}
+    )[0]
     assert "PF 0000:14:00.0 but" in pf["cause"] and "(0000:14:00.0)" not in pf["cause"]
-    pf = rules.RULES["sriov"](CLEAN, {**rules.DEFAULT_INTENT, "sriov": [{"pf": "ens1f0np0", "num_vfs": 9}]})[0]
+    pf = rules.RULES["sriov"](CLEAN, {**_host_findings.DEFAULT_INTENT, "sriov": [{"pf": "ens1f0np0", "num_vfs": 9}]})[0]
     assert "PF ens1f0np0 (0000:14:00.0)" in pf["cause"]
     facts = with_(
         CLEAN,
         {"iommu": {"enabled": True, "passthrough": False, "default_domain": "DMA", "cmdline": {"intel_iommu": "on"}}},
     )
-    iommu = rules.RULES["gpudirect"](facts, {**rules.DEFAULT_INTENT, "gpudirect": True})[0]
+    iommu = rules.RULES["gpudirect"](facts, {**_host_findings.DEFAULT_INTENT, "gpudirect": True})[0]
     assert "kernel command line: intel_iommu=on" in iommu["evidence"]
 
 
@@ -382,7 +390,7 @@ def test_nouveau_names_the_gpu_it_is_bound_to():
     facts = with_(
         CLEAN, {"nouveau.loaded": True, "nouveau.blacklisted": False, "accelerators": [dict(GPU, driver="nouveau")]}
     )
-    (f,) = rules.RULES["nouveau"](facts, {**rules.DEFAULT_INTENT, "nvidia_driver": "host"})
+    (f,) = rules.RULES["nouveau"](facts, {**_host_findings.DEFAULT_INTENT, "nvidia_driver": "host"})
     assert "bound to 0000:1b:00.0 (NVIDIA L40S)" in f["cause"]
 
 
@@ -395,14 +403,16 @@ def test_nouveau_names_the_gpu_it_is_bound_to():
 )
 def test_nouveau_evidence_names_the_refcount_or_why_there_is_none(refcount, evidence):
     facts = with_(CLEAN, {"nouveau.loaded": True, "nouveau.refcount": refcount, "nouveau.in_use": True})
-    (f,) = rules.RULES["nouveau"](facts, {**rules.DEFAULT_INTENT, "nvidia_driver": "host"})
+    (f,) = rules.RULES["nouveau"](facts, {**_host_findings.DEFAULT_INTENT, "nvidia_driver": "host"})
     assert f["id"] == "nouveau-loaded" and f["evidence"][0] == evidence
 
 
 def test_fabricmanager_lockstep_is_the_one_rule():
-    assert rules.fabricmanager_lockstep(CLEAN) is None  # no NVSwitch
-    assert rules.fabricmanager_lockstep(with_(CLEAN, {**SWITCH, **NO_DRIVER})) is None  # no driver yet
-    f = rules.fabricmanager_lockstep(with_(CLEAN, {**SWITCH, "fabricmanager": dict(FM_OK, version="570.86.15")}))
+    assert _fabricmanager_rules.fabricmanager_lockstep(CLEAN) is None  # no NVSwitch
+    assert _fabricmanager_rules.fabricmanager_lockstep(with_(CLEAN, {**SWITCH, **NO_DRIVER})) is None  # no driver yet
+    f = _fabricmanager_rules.fabricmanager_lockstep(
+        with_(CLEAN, {**SWITCH, "fabricmanager": dict(FM_OK, version="570.86.15")})
+    )
     assert f["id"] == "fabricmanager-version-mismatch" and "570.86.15" in f["cause"] and "570.124.06" in f["cause"]
 
 
@@ -420,7 +430,7 @@ def test_fabricmanager_lockstep_is_the_one_rule():
     ],
 )
 def test_node_labels(facts, intent, labels):
-    assert rules.node_labels(with_(CLEAN, facts), {**rules.DEFAULT_INTENT, **intent}) == labels
+    assert _driver_rules.node_labels(with_(CLEAN, facts), {**_host_findings.DEFAULT_INTENT, **intent}) == labels
 
 
 PLAN_CASES = [
@@ -453,13 +463,13 @@ PLAN_CASES = [
 @pytest.mark.parametrize(("name", "facts", "policy", "expected"), PLAN_CASES, ids=[c[0] for c in PLAN_CASES])
 def test_plan(name, facts, policy, expected):
     f = with_(CLEAN, facts)
-    intent = {**rules.DEFAULT_INTENT, "nvidia_driver": "host", "gpudirect": rules.resolve_gpudirect(f, "auto")}
+    intent = {**_host_findings.DEFAULT_INTENT, "nvidia_driver": "host", "gpudirect": rules.resolve_gpudirect(f, "auto")}
     got = rules.plan(f, policy, intent)
     assert {k: got[k] for k in expected} == expected
 
 
 def test_plan_sriov_uses_normalized_addresses():
-    intent = {**rules.DEFAULT_INTENT, "sriov": [{"pf": "14:00.0", "num_vfs": 4}, {"pf": "eth9", "num_vfs": 1}]}
+    intent = {**_host_findings.DEFAULT_INTENT, "sriov": [{"pf": "14:00.0", "num_vfs": 4}, {"pf": "eth9", "num_vfs": 1}]}
     got = rules.plan(CLEAN, {}, intent)
     assert got["sriov"] == [{"pf": "14:00.0", "address": "0000:14:00.0", "num_vfs": 4}] and got["fixes"] == ["sriov"]
 

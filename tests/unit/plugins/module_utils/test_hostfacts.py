@@ -3,9 +3,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _hostfacts, _pci
-from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
-from ansible_collections.gpuops.platform.plugins.module_utils._runner import Runner
+from ansible_collections.gpuops.platform.plugins.module_utils.common._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.common._runner import Runner
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _hostfacts, _pci
 from hostsim import dgx_like
 
 NV_PROPRIETARY = (
@@ -152,7 +152,7 @@ def test_iommu(host, groups, domain, cmdline, expected):
         host.file(f"/sys/kernel/iommu_groups/{g}/devices/.keep")
         if domain:
             host.file(f"/sys/kernel/iommu_groups/{g}/type", domain + "\n")
-    from ansible_collections.gpuops.platform.plugins.module_utils._kmod import parse_cmdline
+    from ansible_collections.gpuops.platform.plugins.module_utils.host._kmod import parse_cmdline
 
     facts = _hostfacts.iommu_facts(HostFS(), parse_cmdline(cmdline))
     assert {k: facts[k] for k in expected} == expected

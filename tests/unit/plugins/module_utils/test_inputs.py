@@ -1,10 +1,15 @@
-"""Input rules (plugins/module_utils/_inputs.py) as tables: every finding names the variable, shows the value and
+"""Input rules (plugins/module_utils/inputs/) as tables: every finding names the variable, shows the value and
 gives a fix."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _inputs
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs import (
+    _inputs,
+    _inputs_choices,
+    _inputs_roles,
+    _inputs_secrets,
+)
 
 
 def ids(findings):
@@ -70,7 +75,7 @@ def ids(findings):
     ],
 )
 def test_value_rules(rule, value, ok):
-    found = _inputs.RULES[rule]("the_var", value)
+    found = _inputs_choices.RULES[rule]("the_var", value)
     assert (found == []) is ok, found
     for f in found:
         assert f["object"] == {"kind": "variable", "name": "the_var"}
@@ -97,7 +102,7 @@ def test_value_rules(rule, value, ok):
     ],
 )
 def test_batch_schedulers_versions_and_names(value, kwargs, expect):
-    found = _inputs.batch_schedulers("gpuops_batch_schedulers", value, **kwargs)
+    found = _inputs_choices.batch_schedulers("gpuops_batch_schedulers", value, **kwargs)
     assert [f["id"] for f in found] == expect
     for f in found:
         assert "gpuops_batch_schedulers" in f["fix"]
@@ -134,7 +139,7 @@ def test_kubeconfig(tmp_path, content, context, expect):
     path = tmp_path / "kubeconfig"
     if content is not None:
         path.write_text(content)
-    found = _inputs.kubeconfig("gpuops_kubeconfig", str(path), context=context)
+    found = _inputs_choices.kubeconfig("gpuops_kubeconfig", str(path), context=context)
     assert ids(found) == ([expect] if expect else []), found
     for f in found:
         text = _inputs.message(f)
@@ -145,7 +150,7 @@ def test_kubeconfig(tmp_path, content, context, expect):
 
 
 def test_kubeconfig_empty_means_client_default():
-    assert _inputs.kubeconfig("gpuops_kubeconfig", "") == []
+    assert _inputs_choices.kubeconfig("gpuops_kubeconfig", "") == []
 
 
 OPTIONS = {
@@ -178,14 +183,14 @@ OPTIONS = {
     ],
 )
 def test_argument_types(variables, expect):
-    found = _inputs.argument_types(OPTIONS, variables)
+    found = _inputs_roles.argument_types(OPTIONS, variables)
     assert ids(found) == expect, found
     for f in found:
         assert f["object"]["name"] in variables
 
 
 def test_unknown_variables_suggest_and_explain_removed():
-    found = _inputs.unknown_variables(
+    found = _inputs_roles.unknown_variables(
         "r_",
         OPTIONS,
         ["r_timout", "r_node_selector", "r_state", "other_var"],
@@ -200,9 +205,9 @@ def test_unknown_variables_suggest_and_explain_removed():
 def test_the_role_outputs_are_not_unknown_variables():
     """A second run of a role in one play sees the facts and results the first one set (r_status)."""
     present = {"r_status": {}, "r_fields": {}, "r_stauts": 1}
-    found = _inputs.check([], present, options=OPTIONS, prefix="r_", outputs=["r_status", "r_fields"])
+    found = _inputs_roles.check([], present, options=OPTIONS, prefix="r_", outputs=["r_status", "r_fields"])
     assert [f["object"]["name"] for f in found] == ["r_stauts"]
-    assert [f["object"]["name"] for f in _inputs.check([], present, options=OPTIONS, prefix="r_")] == [
+    assert [f["object"]["name"] for f in _inputs_roles.check([], present, options=OPTIONS, prefix="r_")] == [
         "r_fields",
         "r_status",
         "r_stauts",
@@ -226,17 +231,17 @@ ROLE_VALUES = {"driver": {"enabled": True, "version": "595.91.07", "rdma": {"ena
     ],
 )
 def test_known_value_types(user, expect):
-    found = _inputs.known_value_types("gpu_values", ROLE_VALUES, user)
+    found = _inputs_roles.known_value_types("gpu_values", ROLE_VALUES, user)
     assert [f["object"]["name"] for f in found] == expect, found
 
 
 def test_known_value_types_needs_a_mapping():
-    (f,) = _inputs.known_value_types("gpu_values", ROLE_VALUES, "driver=off")
+    (f,) = _inputs_roles.known_value_types("gpu_values", ROLE_VALUES, "driver=off")
     assert f["id"] == "variable-type" and "mapping" in f["fix"]
 
 
 def test_check_reports_one_finding_per_variable():
-    found = _inputs.check(
+    found = _inputs_roles.check(
         [{"var": "r_name", "rule": "dns1123_label"}, {"var": "r_other", "rule": "chart_version", "value": "latest"}],
         {"r_name": ["A"], "r_values": {"driver": {"enabled": "x"}}},
         options=OPTIONS,
@@ -256,8 +261,8 @@ def test_show_prints_yaml_not_python():
 
 def test_kubeconfig_content_as_a_mapping():
     good = {"clusters": [{"name": "c"}], "contexts": [{"name": "a"}], "current-context": "a"}
-    assert _inputs.kubeconfig("gpuops_kubeconfig", good) == []
-    assert ids(_inputs.kubeconfig("gpuops_kubeconfig", {"clusters": 3})) == ["kubeconfig-malformed"]
+    assert _inputs_choices.kubeconfig("gpuops_kubeconfig", good) == []
+    assert ids(_inputs_choices.kubeconfig("gpuops_kubeconfig", {"clusters": 3})) == ["kubeconfig-malformed"]
 
 
 def test_dns1123_label_may_allow_empty():
@@ -348,7 +353,7 @@ def _role_options(role):
     ],
 )
 def test_structured_variables_field_by_field(role, variables, expect):
-    found = _inputs.argument_types(_role_options(role), variables)
+    found = _inputs_roles.argument_types(_role_options(role), variables)
     assert [(f["id"], f["object"]["name"]) for f in found] == [(e[0], e[1]) for e in expect], found
     for f, e in zip(found, expect, strict=True):
         assert e[2] in _inputs.message(f)
@@ -410,7 +415,7 @@ def test_url_schemes_limit_what_is_accepted_and_said(value, ok):
     ],
 )
 def test_credentials_in_chart_values_are_warned_about(values, flagged):
-    found = _inputs.secret_values("v", values)
+    found = _inputs_secrets.secret_values("v", values)
     assert [f["object"]["name"] for f in found] == flagged
     assert all(f["severity"] == "warning" for f in found)
     for f in found:
@@ -422,7 +427,7 @@ def test_masked_hides_a_secret_everywhere():
         _inputs.variable_finding("variable-type", "k", ["nvapi-123"], "The value nvapi-123 is a list.", "set k."),
         _inputs.variable_finding("other", "x", "y", "k was nvapi-123", "use nvapi-123"),
     ]
-    out = _inputs.masked(findings, {"k": ["nvapi-123"]})
+    out = _inputs_secrets.masked(findings, {"k": ["nvapi-123"]})
     assert "nvapi-123" not in str(out)
     assert out[0]["evidence"] == ["k: ******** (a list, not shown: the variable is a secret)"]
     assert findings[0]["cause"] == "The value nvapi-123 is a list."  # the input is not changed
@@ -442,16 +447,18 @@ def test_masked_hides_a_secret_everywhere():
     ],
 )
 def test_never_two_nfds(nfd_role, options, twice):
-    found = _inputs.nfd_sources("gpuops_nfd_managed", nfd_role, **options)
+    found = _inputs_choices.nfd_sources("gpuops_nfd_managed", nfd_role, **options)
     assert ids(found) == (["nfd-twice"] if twice else [])
 
 
 def test_readable_file(tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
-    assert _inputs.readable_file("gpuops_chart_repo_ca_file", str(ca)) == []
-    assert _inputs.readable_file("gpuops_chart_repo_ca_file", "") == []
-    assert ids(_inputs.readable_file("gpuops_chart_repo_ca_file", str(tmp_path / "nope.pem"))) == ["file-missing"]
-    assert ids(_inputs.readable_file("gpuops_chart_repo_ca_file", str(tmp_path))) == ["file-missing"]
-    (f,) = _inputs.readable_file("gpuops_chart_repo_ca_file", str(tmp_path / "x"), what="the CA bundle")
+    assert _inputs_choices.readable_file("gpuops_chart_repo_ca_file", str(ca)) == []
+    assert _inputs_choices.readable_file("gpuops_chart_repo_ca_file", "") == []
+    assert ids(_inputs_choices.readable_file("gpuops_chart_repo_ca_file", str(tmp_path / "nope.pem"))) == [
+        "file-missing"
+    ]
+    assert ids(_inputs_choices.readable_file("gpuops_chart_repo_ca_file", str(tmp_path))) == ["file-missing"]
+    (f,) = _inputs_choices.readable_file("gpuops_chart_repo_ca_file", str(tmp_path / "x"), what="the CA bundle")
     assert "does not exist" in f["cause"] and "the CA bundle" in f["fix"]

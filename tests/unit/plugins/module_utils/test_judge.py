@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _judge
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _judge
 
 REPO = Path(__file__).resolve().parents[4]
 

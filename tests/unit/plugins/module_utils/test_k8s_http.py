@@ -11,7 +11,7 @@ import threading
 
 import pytest
 import yaml
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
 
 
 def _params(**kw):

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _kmod
-from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.common._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _kmod
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.kueue_objects import kueue_objects
 from ansible_collections.gpuops.platform.plugins.filter.kueue_owned import kueue_owned
 from ansible_collections.gpuops.platform.plugins.module_utils import _kueue as kq
-from ansible_collections.gpuops.platform.plugins.module_utils import _quantity as qty
-from ansible_collections.gpuops.platform.plugins.module_utils import _readiness
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _quantity as qty
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness
 
 
 def node(name: str, labels: dict[str, str], alloc: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _lease
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _lease
 
 
 class Clock:

@@ -11,7 +11,15 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.monitoring_objects import monitoring_objects
 from ansible_collections.gpuops.platform.plugins.filter.monitoring_owned import monitoring_owned
-from ansible_collections.gpuops.platform.plugins.module_utils import _dashboards, _monitoring, _prometheus
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import (
+    _dashboards,
+    _monitoring,
+    _monitoring_health,
+    _monitoring_spec,
+    _placement,
+    _prometheus,
+    _scrape_objects,
+)
 
 
 def prom(spec, name="kps-prometheus", namespace="monitoring"):
@@ -65,7 +73,7 @@ def ids(findings):
     ],
 )
 def test_selects(selector, labels, selected):
-    assert _monitoring.selects(selector, labels) is selected
+    assert _placement.selects(selector, labels) is selected
 
 
 @pytest.mark.parametrize(
@@ -100,11 +108,11 @@ def test_selects(selector, labels, selected):
     ],
 )
 def test_satisfying_labels(selector, labels):
-    got, why = _monitoring.satisfying_labels(selector)
+    got, why = _placement.satisfying_labels(selector)
     assert got == labels
     assert (why == "") is (labels is not None)
     if labels is not None:
-        assert _monitoring.selects(selector, got)
+        assert _placement.selects(selector, got)
 
 
 @pytest.mark.parametrize(
@@ -119,7 +127,7 @@ def test_satisfying_labels(selector, labels):
     ],
 )
 def test_namespace_selected(selector, namespace, ns_labels, selected):
-    assert _monitoring.namespace_selected(selector, namespace, ns_labels, "monitoring") is selected
+    assert _placement.namespace_selected(selector, namespace, ns_labels, "monitoring") is selected
 
 
 def test_build_against_kube_prometheus_stack():
@@ -214,7 +222,9 @@ def vec(label, counts):
 )
 def test_health(expected, up, series, bad):
     nodes = [{"metadata": {"name": n, "labels": {"nvidia.com/gpu.count": str(c)}}} for n, c in expected.items()]
-    got = _monitoring.health_findings(_monitoring.expected_gpus(nodes), vec("node", up), vec("Hostname", series))
+    got = _monitoring_health.health_findings(
+        _scrape_objects.expected_gpus(nodes), vec("node", up), vec("Hostname", series)
+    )
     assert [(f["id"], f["object"]["name"]) for f in got["findings"]] == bad
     assert [r["node"] for r in got["rows"]] == sorted(expected)
     if bad and bad[0][0] == "monitoring-gpu-series-mismatch":
@@ -229,7 +239,7 @@ def test_prune_and_landed():
     stale = {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
-        "metadata": {"name": "old", "namespace": "monitoring", "labels": dict(_monitoring.OWNER_LABELS)},
+        "metadata": {"name": "old", "namespace": "monitoring", "labels": dict(_monitoring_spec.OWNER_LABELS)},
     }
     foreign = {
         "apiVersion": "monitoring.coreos.com/v1",
@@ -414,7 +424,7 @@ def test_parse(status, body, result, error):
     ],
 )
 def test_chart_prometheus_as_the_chart_renders_it(release, values, name, sm_selector, rule_selector):
-    got = _monitoring.chart_prometheus(release, "monitoring", values)
+    got = _scrape_objects.chart_prometheus(release, "monitoring", values)
     assert got["metadata"] == {"name": name, "namespace": "monitoring"}
     assert got["spec"]["serviceMonitorSelector"] == sm_selector
     assert got["spec"]["ruleSelector"] == rule_selector
@@ -457,22 +467,24 @@ def test_expected_gpus_from_the_gfd_count():
             }
         },
     ]
-    assert _monitoring.expected_gpus(nodes) == {"a": 8, "mig": 8, "ts": 4}
+    assert _scrape_objects.expected_gpus(nodes) == {"a": 8, "mig": 8, "ts": 4}
 
 
 def test_pick_prometheus():
     other = prom({}, name="other")
-    assert _monitoring.pick_prometheus({**VARS, "monitoring_prometheus_name": "other"}, [KPS, other])[0] is other
-    assert _monitoring.pick_prometheus(VARS, [KPS])[0] is KPS  # the only one
-    got, found = _monitoring.pick_prometheus(VARS, [KPS, other])
+    assert _scrape_objects.pick_prometheus({**VARS, "monitoring_prometheus_name": "other"}, [KPS, other])[0] is other
+    assert _scrape_objects.pick_prometheus(VARS, [KPS])[0] is KPS  # the only one
+    got, found = _scrape_objects.pick_prometheus(VARS, [KPS, other])
     assert got is None and ids(found) == ["monitoring-prometheus-ambiguous"]
     assert "kps-prometheus, other" in found[0]["evidence"][0]
     install = {**VARS, "monitoring_mode": "install", "monitoring_release_name": "kps", "monitoring_values": {}}
     live = prom(
         {"serviceMonitorSelector": {"matchLabels": {"mine": "yes"}}}, name="kps-kube-prometheus-stack-prometheus"
     )
-    assert _monitoring.pick_prometheus(install, [live])[0] is live  # the release's, live
-    assert _monitoring.pick_prometheus(install, [])[0]["spec"]["ruleSelector"] == {"matchLabels": {"release": "kps"}}
+    assert _scrape_objects.pick_prometheus(install, [live])[0] is live  # the release's, live
+    assert _scrape_objects.pick_prometheus(install, [])[0]["spec"]["ruleSelector"] == {
+        "matchLabels": {"release": "kps"}
+    }
 
 
 @pytest.mark.parametrize(
@@ -588,9 +600,9 @@ def test_metrics_by_node():
 
 
 def test_counters_query_names_each_counter_once():
-    q = _monitoring.counters_query({"A": ["X_1", "X_2"], "B": ["X_2"]})
+    q = _monitoring_health.counters_query({"A": ["X_1", "X_2"], "B": ["X_2"]})
     assert q == 'group by (__name__) ({__name__=~"X_1|X_2"})'
-    assert _monitoring.counters_query({}) is None and _monitoring.counters_query({"A": []}) is None
+    assert _monitoring_health.counters_query({}) is None and _monitoring_health.counters_query({"A": []}) is None
 
 
 @pytest.mark.parametrize(
@@ -598,7 +610,7 @@ def test_counters_query_names_each_counter_once():
     [(["X_1", "X_2"], []), (["X_1"], ["A", "B"]), ([], ["A", "B"]), (["X_2"], ["A"])],
 )
 def test_counter_findings_name_the_alerts_that_cannot_fire(present, alerts):
-    got = _monitoring.counter_findings(
+    got = _monitoring_health.counter_findings(
         {"A": ["X_1", "X_2"], "B": ["X_2"]}, [{"metric": {"__name__": n}, "value": [0, "1"]} for n in present]
     )
     assert [f["object"]["name"] for f in got] == alerts
@@ -698,12 +710,12 @@ def _nic_node(name, wait="false", nic=True):
     ],
 )
 def test_telemetry_health(nodes, up, bad, cause):
-    got = _monitoring.telemetry_findings(nodes, vec("node", up))
+    got = _monitoring_health.telemetry_findings(nodes, vec("node", up))
     assert [(f["id"], f["object"]["name"]) for f in got["findings"]] == bad
-    assert [r["node"] for r in got["rows"]] == _monitoring.telemetry_nodes(nodes)
+    assert [r["node"] for r in got["rows"]] == _monitoring_health.telemetry_nodes(nodes)
     if cause:
         assert cause in got["findings"][0]["cause"]
         assert "no target of job gpuops-doca-telemetry with node=" in got["findings"][0]["evidence"][0]
         # the port is the user's (monitoring_network_port), not the operator's default written into the fix
         assert "monitoring_network_port" in got["findings"][0]["fix"] and "9189" not in got["findings"][0]["fix"]
-    assert _monitoring.TELEMETRY_UP_QUERY == 'sum by (node) (up{job="gpuops-doca-telemetry"} == 1)'
+    assert _monitoring_health.TELEMETRY_UP_QUERY == 'sum by (node) (up{job="gpuops-doca-telemetry"} == 1)'

@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.gpuops.platform.plugins.module_utils import _network as net
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network as net
+from ansible_collections.gpuops.platform.plugins.module_utils.network import (
+    _network_hosts,
+    _network_inputs,
+    _network_pools,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _network_ready
 
 REPO = Path(__file__).resolve().parents[4]
 CHART = REPO / "tests" / "fixtures" / "charts" / "network-operator" / "26.4.1"
@@ -111,7 +117,7 @@ def test_default_policy_is_upstreams_example_shape():
     assert spec["nvIpam"] == {"image": "nvidia-k8s-ipam", "enableWebhook": False}
     assert "tolerations" not in spec and "nodeAffinity" not in spec
     assert schema_errors(ncp, NCP_SCHEMA) == []
-    assert net.network_input_findings({}) == []
+    assert _network_inputs.network_input_findings({}) == []
 
 
 @pytest.mark.parametrize(
@@ -266,7 +272,7 @@ def test_variables_land_in_the_policy(cfg, path, expected):
         value = value[p] if isinstance(value, list) else value.get(p)
     assert value == expected
     assert schema_errors(ncp, NCP_SCHEMA) == []
-    assert [f for f in net.network_input_findings(cfg) if f["severity"] == "error"] == []
+    assert [f for f in _network_inputs.network_input_findings(cfg) if f["severity"] == "error"] == []
 
 
 def test_builder_does_not_share_state_with_its_input_or_the_defaults():
@@ -308,7 +314,7 @@ def test_network_objects_follow_the_crds():
     assert ipoib["spec"]["networkNamespace"] == "ml" and json.loads(ipoib["spec"]["ipam"]) == {"type": "whereabouts"}
     for obj in objs:
         assert schema_errors(obj, SCHEMAS[obj["kind"]]) == [], obj["kind"]
-    assert net.network_input_findings(NETWORKS) == []
+    assert _network_inputs.network_input_findings(NETWORKS) == []
 
 
 def test_host_device_network_names_its_resource():
@@ -319,7 +325,7 @@ def test_host_device_network_names_its_resource():
         "resourceName": "hostdev",
     }
     assert schema_errors(obj, SCHEMAS["HostDeviceNetwork"]) == []
-    assert net.network_input_findings(cfg) == []
+    assert _network_inputs.network_input_findings(cfg) == []
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -481,7 +487,7 @@ V = "network_operator_"
     ],
 )
 def test_bad_input_names_the_variable(cfg, expected):
-    found = net.network_input_findings(cfg)
+    found = _network_inputs.network_input_findings(cfg)
     assert ids(found) == sorted(expected)
     for f in found:
         assert f["object"]["kind"] == "variable"
@@ -550,7 +556,7 @@ def test_bad_input_names_the_variable(cfg, expected):
     ],
 )
 def test_ip_pools_follow_nv_ipams_rules(pool, expected):
-    assert [f["id"] for f in net.ip_pool_findings(0, pool)] == expected
+    assert [f["id"] for f in _network_pools.ip_pool_findings(0, pool)] == expected
     if not expected:
         assert schema_errors(net.ip_pool(pool, "ns"), SCHEMAS["IPPool"]) == []
 
@@ -562,7 +568,7 @@ def test_ip_pools_follow_nv_ipams_rules(pool, expected):
 def test_possible_ips_as_nv_ipam_counts_them(subnet, count):
     import ipaddress
 
-    assert net.possible_ips(ipaddress.ip_network(subnet)) == count
+    assert _network_pools.possible_ips(ipaddress.ip_network(subnet)) == count
 
 
 # ---------------------------------------------------------------------------------------------- NIC selectors
@@ -589,7 +595,7 @@ HOSTS = {"dgx-01": host(CX7, INTEL), "l40s-01": host(CX6DX)}
     ],
 )
 def test_selector_against_the_hosts_nics(selector, expected):
-    found = net.nic_selector_findings([{"name": "r", **selector}], HOSTS)
+    found = _network_hosts.nic_selector_findings([{"name": "r", **selector}], HOSTS)
     assert [(f["id"], f["severity"]) for f in found] == expected
     for f in found:
         assert f["object"] == {"kind": "variable", "name": "network_operator_rdma_shared_resources[0]"}
@@ -603,7 +609,7 @@ def test_selector_against_the_hosts_nics(selector, expected):
 
 
 def test_selector_findings_accept_nic_lists_and_name_the_variable():
-    found = net.nic_selector_findings(
+    found = _network_hosts.nic_selector_findings(
         [{"name": "ok", "vendors": ["15b3"]}, {"name": "hd", "deviceIDs": ["beef"]}],
         {"h": [CX7]},
         variable="host_device_resources",
@@ -613,17 +619,19 @@ def test_selector_findings_accept_nic_lists_and_name_the_variable():
 
 
 def test_selector_on_hosts_without_nvidia_nics_and_without_rdma():
-    (f,) = net.nic_selector_findings([{"name": "r", "vendors": ["8086"]}], {"cpu-01": host(INTEL)})
+    (f,) = _network_hosts.nic_selector_findings([{"name": "r", "vendors": ["8086"]}], {"cpu-01": host(INTEL)})
     assert f["id"] == "network-selector-matches-no-nic" and "no host has an NVIDIA NIC" in f["cause"]
     no_rdma = {**CX7, "rdma_device": None}
-    (f,) = net.nic_selector_findings([{"name": "r", "vendors": ["15b3"]}], {"h": host(no_rdma)})
+    (f,) = _network_hosts.nic_selector_findings([{"name": "r", "vendors": ["15b3"]}], {"h": host(no_rdma)})
     assert (f["id"], f["severity"]) == ("network-selector-matches-no-rdma-device", "warning")
     assert (
-        net.nic_selector_findings([{"name": "r", "vendors": ["15b3"]}], {"h": host(no_rdma)}, "host_device_resources")
+        _network_hosts.nic_selector_findings(
+            [{"name": "r", "vendors": ["15b3"]}], {"h": host(no_rdma)}, "host_device_resources"
+        )
         == []
     )
     assert (
-        net.nic_selector_findings([{"name": "r", "vendors": ["15b3"]}], {})[0]["evidence"][-1]
+        _network_hosts.nic_selector_findings([{"name": "r", "vendors": ["15b3"]}], {})[0]["evidence"][-1]
         == "no host reports a NIC"
     )
 
@@ -675,7 +683,7 @@ GPU_HOST_MOFED = {"rdma": True, "use_host_mofed": True, "driver": "container"}
     ],
 )
 def test_mofed_agreement(hosts, cfg, gpu, expected):
-    found = net.mofed_findings(hosts, cfg, gpu)
+    found = _network_hosts.mofed_findings(hosts, cfg, gpu)
     got = sorted((f["id"], f["severity"], f.get("host") or f["object"]["name"]) for f in found)
     assert got == sorted(expected)
     for f in found:
@@ -683,9 +691,9 @@ def test_mofed_agreement(hosts, cfg, gpu, expected):
 
 
 def test_mofed_error_says_how_to_accept_and_warning_says_it_was_accepted():
-    (err,) = net.mofed_findings({"a": host(CX7, ofed=MOFED)}, {}, None)
+    (err,) = _network_hosts.mofed_findings({"a": host(CX7, ofed=MOFED)}, {}, None)
     assert "network_operator_allow_host_mofed: true" in err["fix"]
-    (warn,) = net.mofed_findings({"a": host(CX7, ofed=MOFED)}, {"allow_host_mofed": True}, None)
+    (warn,) = _network_hosts.mofed_findings({"a": host(CX7, ofed=MOFED)}, {"allow_host_mofed": True}, None)
     assert "accepted: network_operator_allow_host_mofed is true" in warn["cause"]
 
 
@@ -704,7 +712,7 @@ def policy(
     return obj
 
 
-ALL_READY = [{"name": n, "state": "ready"} for n in net.STATES.values()]
+ALL_READY = [{"name": n, "state": "ready"} for n in _network_ready.STATES.values()]
 
 
 @pytest.mark.parametrize(
@@ -754,13 +762,13 @@ ALL_READY = [{"name": n, "state": "ready"} for n in net.STATES.values()]
     ],
 )
 def test_nic_cluster_policy_ready(obj, unmet):
-    assert net.nic_cluster_policy_ready(obj) == unmet
+    assert _network_ready.nic_cluster_policy_ready(obj) == unmet
 
 
 def test_ignored_policy_shows_the_operators_reason():
     obj = policy("ignore", name="my-policy")
     obj["status"]["reason"] = "Unsupported NicClusterPolicy instance my-policy."
-    assert net.nic_cluster_policy_ready(obj).endswith(
+    assert _network_ready.nic_cluster_policy_ready(obj).endswith(
         "; status.reason: Unsupported NicClusterPolicy instance my-policy.)"
     )
 
@@ -775,7 +783,7 @@ def test_ignored_policy_shows_the_operators_reason():
 )
 def test_network_ready(status, unmet):
     obj = {"metadata": {"name": "n"}, **({"status": status} if status else {})}
-    assert net.network_ready(obj) == unmet
+    assert _network_ready.network_ready(obj) == unmet
 
 
 def test_the_crds_mirror_upstreams_identity():

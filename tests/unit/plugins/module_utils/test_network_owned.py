@@ -11,9 +11,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.network_landing_findings import network_landing_findings
 from ansible_collections.gpuops.platform.plugins.filter.network_prune_objects import network_prune_objects
-from ansible_collections.gpuops.platform.plugins.module_utils import _network as net
-from ansible_collections.gpuops.platform.plugins.module_utils import _network_owned as own
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network as net
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network_owned as own
 
 CFG = {
     "namespace": "net",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _node_inventory
-from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import base_product
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _label_selectors, _node_inventory
+from ansible_collections.gpuops.platform.plugins.module_utils.status._gpu_labels import base_product
 
 
 def _node(name, labels=None, alloc=None, ready="True", unschedulable=False, addresses=None):
@@ -115,7 +115,7 @@ def test_groups_and_vars():
 
 def test_selector_and_address_type():
     raw = {"nodes": NODES, "cluster_policies": None, "resource_slices": []}
-    sel = _cluster_status.parse_selector("kubernetes.io/os=linux")
+    sel = _label_selectors.parse_selector("kubernetes.io/os=linux")
     (cpu,) = _node_inventory.hosts(raw, sel)
     assert cpu["name"] == "cpu-a" and cpu["groups"] == ["gpu_nodes"]
     ext = {h["name"]: h["address"] for h in _node_inventory.hosts(raw, None, "ExternalIP")}

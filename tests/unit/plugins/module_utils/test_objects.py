@@ -4,7 +4,7 @@ group version, kinds not served, named objects missing, skipped reads, errors na
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _objects
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s, _objects
 
 CORE = {
     "resources": [

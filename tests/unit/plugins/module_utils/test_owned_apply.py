@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.action.k8s_apply import definitions_of, merge_results
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 
 
 def _cm(name, namespace=None):

@@ -3,9 +3,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _pci
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput, NotFound
-from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput, NotFound
+from ansible_collections.gpuops.platform.plugins.module_utils.common._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _pci
 from hostsim import config_space
 
 

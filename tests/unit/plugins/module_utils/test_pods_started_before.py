@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.pods_started_before import pods_started_before
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 
 ME = "gpuops-gpu-operator"
 

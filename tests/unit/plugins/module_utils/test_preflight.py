@@ -8,8 +8,8 @@ import copy
 from typing import Any
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _host_rules as rules
-from ansible_collections.gpuops.platform.plugins.module_utils import _preflight
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _host_rules as rules
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _preflight
 
 DGX: dict[str, Any] = {
     "kernel": {"release": "5.15.0-119-generic", "headers_installed": True},

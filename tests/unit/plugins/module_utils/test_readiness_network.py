@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _network, _readiness
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _network_ready, _readiness
 
 
 def test_network_kinds_use_the_network_predicates():
@@ -14,14 +14,14 @@ def test_network_kinds_use_the_network_predicates():
         "nicclusterpolicies",
         False,
     )
-    assert ncp.ready is _network.nic_cluster_policy_ready
+    assert ncp.ready is _network_ready.nic_cluster_policy_ready
     for kind in ("MacvlanNetwork", "HostDeviceNetwork", "IPoIBNetwork"):
         k = _readiness.KINDS[kind]
         assert (k.group, k.plural, k.namespaced, k.ready) == (
             "mellanox.com",
             kind.lower() + "s",
             False,
-            _network.network_ready,
+            _network_ready.network_ready,
         )
 
 

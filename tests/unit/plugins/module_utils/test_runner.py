@@ -3,9 +3,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import CommandFailed, ToolNotFound
-from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
-from ansible_collections.gpuops.platform.plugins.module_utils._runner import Runner
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import CommandFailed, ToolNotFound
+from ansible_collections.gpuops.platform.plugins.module_utils.common._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.common._runner import Runner
 
 
 class FakeModule:

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _fs, _service
-from ansible_collections.gpuops.platform.plugins.module_utils._runner import Runner
-from ansible_collections.gpuops.platform.plugins.module_utils._service import Systemd
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _fs
+from ansible_collections.gpuops.platform.plugins.module_utils.common._runner import Runner
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _service
+from ansible_collections.gpuops.platform.plugins.module_utils.host._service import Systemd
 
 NO_SYSTEMD = "System has not been booted with systemd as init system (PID 1). Can't operate.\n"
 

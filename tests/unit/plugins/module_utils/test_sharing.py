@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.filter.sharing_input_findings import sharing_input_findings
-from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_catalog as cat
 from ansible_collections.gpuops.platform.plugins.module_utils import _sharing as sh
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _gpu_catalog as cat
 
 H100 = {"vendor_id": "10de", "device_id": "2330"}
 H200 = {"vendor_id": "10de", "device_id": "2335"}

@@ -10,7 +10,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.sharing_input_findings import sharing_input_findings
 from ansible_collections.gpuops.platform.plugins.filter.sharing_plan import sharing_plan
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _sharing_status
+from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_status
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
 from ansible_collections.gpuops.platform.plugins.modules import gpu_sharing_status
 
 H100 = {"vendor_id": "10de", "device_id": "2330", "class": "030200"}
@@ -317,7 +318,7 @@ def test_mig_change_with_gpu_pods(allowed, severity):
 
 
 def test_a_dra_node_without_device_plugin_is_a_ready_gpu_node():
-    from ansible_collections.gpuops.platform.plugins.module_utils import _diag_nvidia, _readiness
+    from ansible_collections.gpuops.platform.plugins.module_utils.status import _diag_nvidia, _readiness
 
     labels = {"nvidia.com/gpu.deploy.device-plugin": "false", DRAL: "true"}
     assert _readiness.gpu_node({"ready": True, "labels": labels, "allocatable": {}, "gpus": 0}) is None
@@ -328,9 +329,9 @@ def test_a_dra_node_without_device_plugin_is_a_ready_gpu_node():
 
 
 def test_the_cluster_status_node_view_keeps_the_sharing_labels():
-    from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status
+    from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views
 
-    view = _cluster_status.node_view(node("n", {DRAL: "true", "team": "x"}), "nvidia")
+    view = _cluster_views.node_view(node("n", {DRAL: "true", "team": "x"}), "nvidia")
     assert view["labels"] == {DRAL: "true"}
 
 

@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.smoke_plan import smoke_plan
 from ansible_collections.gpuops.platform.plugins.filter.smoke_recorded import smoke_recorded
 from ansible_collections.gpuops.platform.plugins.filter.smoke_results import smoke_results
-from ansible_collections.gpuops.platform.plugins.module_utils import _smoke
+from ansible_collections.gpuops.platform.plugins.module_utils.smoke import _smoke, _smoke_phases, _smoke_results
 
 DIGEST = "@sha256:" + "a" * 64
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -271,7 +271,7 @@ ROCM_OUT = "GPU[0]\t\t: Card Series: \t\tAMD Instinct MI300X\nGPU[0]\t\t: GPU us
     ],
 )
 def test_parse(kind, text, threshold, result, detail):
-    got = _smoke.parse(kind, text, threshold)
+    got = _smoke_results.parse(kind, text, threshold)
     assert got[:2] == (result, detail)
 
 
@@ -369,7 +369,7 @@ def test_finished_pods_are_parsed_from_their_logs_and_recorded():
     ],
 )
 def test_pod_outcomes(pod_, final, outcome):
-    got = _smoke.pod_outcome(pod_, {"sim-0"}, final)
+    got = _smoke_results.pod_outcome(pod_, {"sim-0"}, final)
     assert got["done"] is True
     assert (got["result"], got["detail"]) == outcome
 
@@ -540,7 +540,7 @@ def entry_(test, phase, pods, nodes):
     ],
 )
 def test_no_two_tests_of_one_phase_ask_a_node_for_more_than_it_has(entries, pods, allocatable, evidence):
-    found = _smoke.phase_findings(entries, pods, allocatable)
+    found = _smoke_phases.phase_findings(entries, pods, allocatable)
     assert [e for f in found for e in f["evidence"]] == evidence
     assert all(f["id"] == "smoke-phase-overcommit" and f["severity"] == "error" for f in found)
 

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _sriov
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import (
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import (
     InvalidInput,
     NotFound,
     Unsupported,
     WaitTimeout,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.common._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _sriov
 
 
 @pytest.mark.parametrize(

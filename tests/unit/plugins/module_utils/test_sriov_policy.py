@@ -10,8 +10,15 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.gpuops.platform.plugins.module_utils import _sriov_policy as sp
-from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput
+from ansible_collections.gpuops.platform.plugins.module_utils.sriov import (
+    _sriov_config,
+    _sriov_hosts,
+    _sriov_inputs,
+    _sriov_networks,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.sriov import _sriov_policy as sp
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _sriov_ready
 
 # A DGX-like host: two ConnectX-7 InfiniBand PFs (16 VFs in firmware), a RoCE PF, an E810 without SR-IOV enabled.
 IB0 = {
@@ -147,7 +154,7 @@ def test_node_policy_refuses_bad_input():
 
 
 def test_sriov_network_builder():
-    obj = sp.sriov_network(
+    obj = _sriov_networks.sriov_network(
         {
             "name": "rail0-net",
             "resource_name": "rail0_eth",
@@ -170,7 +177,9 @@ def test_sriov_network_builder():
 
 
 def test_sriov_ib_network_builder():
-    obj = sp.sriov_ib_network({"name": "ib0", "resource_name": "rail0_ib", "ipam": '{"type": "whereabouts"}'})
+    obj = _sriov_networks.sriov_ib_network(
+        {"name": "ib0", "resource_name": "rail0_ib", "ipam": '{"type": "whereabouts"}'}
+    )
     assert obj == {
         "apiVersion": "sriovnetwork.openshift.io/v1",
         "kind": "SriovIBNetwork",
@@ -178,7 +187,7 @@ def test_sriov_ib_network_builder():
         "spec": {"resourceName": "rail0_ib", "ipam": '{"type": "whereabouts"}'},
     }
     with pytest.raises(InvalidInput):
-        sp.sriov_ib_network({"name": "ib0", "resource_name": "rail0_ib", "vlan": 5})  # no VLAN on IB
+        _sriov_networks.sriov_ib_network({"name": "ib0", "resource_name": "rail0_ib", "vlan": 5})  # no VLAN on IB
 
 
 @pytest.mark.parametrize(
@@ -218,7 +227,7 @@ def test_sriov_ib_network_builder():
     ],
 )
 def test_operator_config(cfg, spec):
-    obj = sp.operator_config(cfg, namespace="sriov-network-operator")
+    obj = _sriov_config.operator_config(cfg, namespace="sriov-network-operator")
     assert obj["metadata"] == {"name": "default", "namespace": "sriov-network-operator"}
     assert obj["kind"] == "SriovOperatorConfig" and obj["spec"] == spec
 
@@ -228,7 +237,7 @@ def test_operator_config(cfg, spec):
 )
 def test_operator_config_refuses(cfg):
     with pytest.raises(InvalidInput):
-        sp.operator_config(cfg)
+        _sriov_config.operator_config(cfg)
 
 
 # -- input findings --------------------------------------------------------------------------------------------
@@ -289,7 +298,7 @@ V = "sriov_network_operator_policies[0]"
     ],
 )
 def test_policy_input_findings(changes, expected, field):
-    found = sp.policy_input_findings([rail(**changes)])
+    found = _sriov_inputs.policy_input_findings([rail(**changes)])
     assert ids(found) == expected
     if field:
         assert found[0]["object"] == {"kind": "variable", "name": field}
@@ -297,7 +306,7 @@ def test_policy_input_findings(changes, expected, field):
 
 
 def test_unknown_camel_case_key_names_the_snake_case_one():
-    (f,) = sp.policy_input_findings([rail(numVfs=8)])
+    (f,) = _sriov_inputs.policy_input_findings([rail(numVfs=8)])
     assert f["fix"] == "write num_vfs (the role's keys are snake_case)."
 
 
@@ -313,7 +322,7 @@ def test_unknown_camel_case_key_names_the_snake_case_one():
     ],
 )
 def test_source_findings(source, bundled, expected):
-    found = sp.policy_input_findings([], source=source, bundled_enabled=bundled)
+    found = _sriov_inputs.policy_input_findings([], source=source, bundled_enabled=bundled)
     assert ids(found) == expected
     assert all(f["object"] == {"kind": "variable", "name": "sriov_network_operator_source"} for f in found)
 
@@ -371,7 +380,7 @@ ETH = rail(name="roce0", resource_name="roce0", link_type="eth", nic_selector={"
     ],
 )
 def test_network_input_findings(policies, networks, ib_networks, expected):
-    assert ids(sp.policy_input_findings(policies, networks, ib_networks)) == expected
+    assert ids(_sriov_inputs.policy_input_findings(policies, networks, ib_networks)) == expected
 
 
 @pytest.mark.parametrize(
@@ -386,7 +395,7 @@ def test_network_input_findings(policies, networks, ib_networks, expected):
     ],
 )
 def test_config_input_findings(cfg, field):
-    (f,) = sp.policy_input_findings([], config=cfg)
+    (f,) = _sriov_inputs.policy_input_findings([], config=cfg)
     assert f["object"]["name"] == field and f["severity"] == "error"
 
 
@@ -441,7 +450,7 @@ RANGE_B = {"pf_names": ["ibp24s0#4-7"]}
     ],
 )
 def test_policy_host_findings(policies, hosts, expected):
-    assert ids(sp.policy_host_findings(policies, hosts)) == expected
+    assert ids(_sriov_hosts.policy_host_findings(policies, hosts)) == expected
 
 
 @pytest.mark.parametrize(
@@ -486,11 +495,13 @@ def test_policy_host_findings(policies, hosts, expected):
 )
 def test_one_owner_per_pf(policies, host_prep, numvfs, expected):
     hosts = {"dgx-01": host(dict(IB0, sriov_numvfs=numvfs), IB1, host_prep=host_prep)}
-    assert ids(sp.policy_host_findings(policies, hosts)) == expected
+    assert ids(_sriov_hosts.policy_host_findings(policies, hosts)) == expected
 
 
 def test_pf_unknown_lists_the_hosts_pfs():
-    (f,) = sp.policy_host_findings([rail(nic_selector={"pf_names": ["ibp99s0"]})], {"dgx-01": host(IB0, E810)})
+    (f,) = _sriov_hosts.policy_host_findings(
+        [rail(nic_selector={"pf_names": ["ibp99s0"]})], {"dgx-01": host(IB0, E810)}
+    )
     assert f["object"] == {"kind": "SriovNetworkNodePolicy", "name": "rail0"}
     assert "ibp99s0" in f["cause"]
     assert f["evidence"] == [
@@ -500,7 +511,7 @@ def test_pf_unknown_lists_the_hosts_pfs():
 
 
 def test_conflict_names_both_policies_and_the_pf():
-    found = sp.policy_host_findings([rail(num_vfs=8), rail(name="rail0b", num_vfs=4)], {"dgx-01": host(IB0)})
+    found = _sriov_hosts.policy_host_findings([rail(num_vfs=8), rail(name="rail0b", num_vfs=4)], {"dgx-01": host(IB0)})
     conflict = next(f for f in found if f["id"] == "sriov-policy-pf-conflict")
     assert conflict["object"] == {"kind": "PCIDevice", "name": "0000:18:00.0"}
     assert conflict["evidence"] == ["policy rail0: num_vfs 8", "policy rail0b: num_vfs 4"]
@@ -514,8 +525,8 @@ def test_findings_show_values_not_python_reprs():
         ),
         rail(name="x", node_selector=None, device_type=["vfio"]),
     ]
-    found = sp.policy_input_findings(bad, [{"name": "n", "resource_name": None, "ipam": 3}], source="both")
-    found += sp.policy_host_findings([rail(num_vfs=17), rail(name="r2", num_vfs=4)], DGX)
+    found = _sriov_inputs.policy_input_findings(bad, [{"name": "n", "resource_name": None, "ipam": 3}], source="both")
+    found += _sriov_hosts.policy_host_findings([rail(num_vfs=17), rail(name="r2", num_vfs=4)], DGX)
     assert len(found) > 12
     for f in found:
         assert set(f) == {"id", "severity", "object", "evidence", "cause", "fix"}
@@ -530,7 +541,7 @@ STATUS_IFACE = dict(IB0, pciAddress="0000:18:00.0", name="ibp24s0", numVfs=8, to
 
 
 def state(sync: Any = "Succeeded", error: Any = None, desired: Any = "Idle", current: Any = "Idle", **kw: Any) -> dict:
-    annotations = {k: v for k, v in ((sp.DESIRED_STATE, desired), (sp.CURRENT_STATE, current)) if v}
+    annotations = {k: v for k, v in ((_sriov_ready.DESIRED_STATE, desired), (_sriov_ready.CURRENT_STATE, current)) if v}
     status = {"syncStatus": sync, "lastSyncError": error, "interfaces": kw.get("status_ifaces", [STATUS_IFACE])}
     return {
         "metadata": {"name": "dgx-01", "namespace": "sriov", "annotations": annotations},
@@ -583,7 +594,7 @@ def state(sync: Any = "Succeeded", error: Any = None, desired: Any = "Idle", cur
     ],
 )
 def test_sriov_network_node_state(obj, unmet):
-    got = sp.sriov_network_node_state(obj)
+    got = _sriov_ready.sriov_network_node_state(obj)
     if unmet is None:
         assert got is None
     else:
@@ -602,7 +613,7 @@ def test_sriov_network_node_state(obj, unmet):
     ],
 )
 def test_node_resource(allocatable, minimum, unmet):
-    got = sp.node_resource({"status": {"allocatable": allocatable}}, "openshift.io/rail0_ib", minimum)
+    got = _sriov_ready.node_resource({"status": {"allocatable": allocatable}}, "openshift.io/rail0_ib", minimum)
     assert got == unmet if unmet is None else got is not None and got.startswith(unmet)
 
 
@@ -618,7 +629,7 @@ def test_node_resource(allocatable, minimum, unmet):
 )
 def test_resource_prefix(source, values, prefix):
     assert sp.resource_prefix(source, values) == prefix
-    assert sp.resource(prefix, "rail0_ib") == f"{prefix}/rail0_ib"
+    assert _sriov_ready.resource(prefix, "rail0_ib") == f"{prefix}/rail0_ib"
 
 
 @pytest.mark.parametrize(
@@ -636,9 +647,9 @@ def test_expected_resources_follow_node_selectors():
     ]
     gpu_node = {"metadata": {"name": "dgx-01", "labels": GPU_LABELS}}
     cpu_node = {"metadata": {"name": "c1", "labels": {"pool": "cpu"}}}
-    assert sp.expected_resources(policies, gpu_node, "nvidia.com") == ["nvidia.com/rail0_ib"]
-    assert sp.expected_resources(policies, cpu_node, "openshift.io") == ["openshift.io/cpu_eth"]
-    assert sp.expected_resources(policies, {"metadata": {"name": "bare"}}, "openshift.io") == []
+    assert _sriov_ready.expected_resources(policies, gpu_node, "nvidia.com") == ["nvidia.com/rail0_ib"]
+    assert _sriov_ready.expected_resources(policies, cpu_node, "openshift.io") == ["openshift.io/cpu_eth"]
+    assert _sriov_ready.expected_resources(policies, {"metadata": {"name": "bare"}}, "openshift.io") == []
 
 
 def _deployment(namespace: str, pod_label: str = "sriov-network-operator") -> dict:
@@ -662,7 +673,7 @@ def _deployment(namespace: str, pod_label: str = "sriov-network-operator") -> di
     ],
 )
 def test_second_operator(deployments, expected):
-    assert [f["id"] for f in sp.second_operator(deployments, "sriov-network-operator")] == expected
+    assert [f["id"] for f in _sriov_inputs.second_operator(deployments, "sriov-network-operator")] == expected
 
 
 @pytest.mark.parametrize(
@@ -681,7 +692,7 @@ def test_second_operator(deployments, expected):
     ],
 )
 def test_duplicate_network_names_name_the_second(networks, ib_networks, field):
-    (f,) = sp.policy_input_findings([rail(), ETH], networks, ib_networks)
+    (f,) = _sriov_inputs.policy_input_findings([rail(), ETH], networks, ib_networks)
     assert (f["id"], f["object"]["name"]) == ("sriov-duplicate-name", field)
     assert "sriov_network_operator_networks[0]" in f["cause"]
 
@@ -741,7 +752,7 @@ def _errors(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
             "sriovnetworknodepolicies",
         ),
         (
-            sp.sriov_network(
+            _sriov_networks.sriov_network(
                 {
                     "name": "n",
                     "resource_name": "r",
@@ -763,12 +774,12 @@ def _errors(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
             "sriovnetworks",
         ),
         (
-            sp.sriov_ib_network({"name": "n", "resource_name": "r", "ipam": {}, "link_state": "disable"}),
+            _sriov_networks.sriov_ib_network({"name": "n", "resource_name": "r", "ipam": {}, "link_state": "disable"}),
             "sriovibnetworks",
         ),
-        (sp.operator_config(None), "sriovoperatorconfigs"),
+        (_sriov_config.operator_config(None), "sriovoperatorconfigs"),
         (
-            sp.operator_config(
+            _sriov_config.operator_config(
                 {
                     "config_daemon_node_selector": {"a": "b"},
                     "use_cdi": True,
@@ -801,7 +812,7 @@ def test_the_schema_check_can_fail():
 def test_a_uniform_fleet_gives_one_finding_per_rule():
     fleet = {f"dgx-{i:04d}": host(IB0, IB1, host_prep=[{"pf": "ibp24s0", "num_vfs": 8}]) for i in range(1000)}
     fleet["odd-node"] = host(dict(IB0, address="0000:99:00.0"), IB1)  # another PF address: its own finding
-    found = sp.policy_host_findings([rail(num_vfs=17)], fleet)
+    found = _sriov_hosts.policy_host_findings([rail(num_vfs=17)], fleet)
     assert ids(found) == [
         ("sriov-pf-two-owners", "error"),
         ("sriov-policy-vfs-above-limit", "error"),
@@ -815,15 +826,20 @@ def test_a_uniform_fleet_gives_one_finding_per_rule():
 
 
 def test_webhook_findings_name_the_variable_and_the_chart_value():
-    (f,) = sp.webhook_findings({"enable_operator_webhook": True}, {}, "standalone")
+    (f,) = _sriov_inputs.webhook_findings({"enable_operator_webhook": True}, {}, "standalone")
     assert f["id"] == "sriov-webhook-without-certificates" and f["severity"] == "error"
     assert f["object"]["name"] == "sriov_network_operator_config.enable_operator_webhook"
     assert "refuses every SriovNetworkNodePolicy" in f["cause"]
     assert "operator.admissionControllers.enabled: true" in f["fix"]
-    (f,) = sp.webhook_findings({"enable_injector": True}, None, "standalone")
+    (f,) = _sriov_inputs.webhook_findings({"enable_injector": True}, None, "standalone")
     assert f["object"]["name"] == "sriov_network_operator_config.enable_injector"
     assert "refuses" not in f["cause"]
     ok = {"operator": {"admissionControllers": {"enabled": True}}}
-    assert sp.webhook_findings({"enable_injector": True, "enable_operator_webhook": True}, ok, "standalone") == []
-    assert sp.webhook_findings({"enable_operator_webhook": True}, {"operator": None}, "standalone") != []
-    assert sp.webhook_findings("bad", {}, "standalone") == []  # _operator_config reports a config that is no mapping
+    assert (
+        _sriov_inputs.webhook_findings({"enable_injector": True, "enable_operator_webhook": True}, ok, "standalone")
+        == []
+    )
+    assert _sriov_inputs.webhook_findings({"enable_operator_webhook": True}, {"operator": None}, "standalone") != []
+    assert (
+        _sriov_inputs.webhook_findings("bad", {}, "standalone") == []
+    )  # _operator_config reports a config that is no mapping

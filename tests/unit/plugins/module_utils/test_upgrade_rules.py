@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _network, _upgrade
+from ansible_collections.gpuops.platform.plugins.module_utils.network import _network
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _upgrade
 
 PLAN = [
     # (current, target, kubernetes, driver, extra kwargs, expected finding ids, expected driver_to)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _workloads
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _workloads
 
 
 def _pod(ns, name, resources=None, phase="Running", node="n1", claims=None, init=False):

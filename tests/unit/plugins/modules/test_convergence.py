@@ -11,7 +11,8 @@ from __future__ import annotations
 import errno
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _acs, _fs, _nouveau, _sriov
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _fs
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _acs, _nouveau, _sriov
 from ansible_collections.gpuops.platform.plugins.modules import fabricmanager, nouveau_blacklist, pcie_acs, sriov_vfs
 from hostsim import dgx_like, lab_host
 

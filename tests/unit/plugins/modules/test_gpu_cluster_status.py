@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
 from ansible_collections.gpuops.platform.plugins.modules import gpu_cluster_status
 
 NODE_OK = {
@@ -178,7 +178,7 @@ class LookingReader(FakeReader):
 @pytest.fixture
 def clock(monkeypatch):
     """A fake clock for the module's waiter: sleeping advances it; the list records the sleeps."""
-    from ansible_collections.gpuops.platform.plugins.module_utils import _readiness
+    from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness
 
     now, sleeps = [0.0], []
 

@@ -160,7 +160,8 @@ class FakeLeases:
 
 @pytest.fixture
 def leases(monkeypatch):
-    from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _lease
+    from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
+    from ansible_collections.gpuops.platform.plugins.module_utils.release import _lease
 
     fake = FakeLeases()
     monkeypatch.setattr(_lease, "Leases", fake)
@@ -264,7 +265,7 @@ def test_a_run_that_lost_its_lease_changes_nothing(run_module, commands, helm, c
 def test_the_lease_is_renewed_while_helm_runs(run_module, commands, helm, chart, leases, monkeypatch):
     import time
 
-    from ansible_collections.gpuops.platform.plugins.module_utils import _lease
+    from ansible_collections.gpuops.platform.plugins.module_utils.release import _lease
 
     monkeypatch.setattr(_lease, "KEEPER_POLL", 0.01)
     commands.on(r"^helm upgrade", lambda argv: (time.sleep(0.7), (0, "", ""))[1])
@@ -280,7 +281,7 @@ def test_when_the_run_died_helm_is_stopped_and_the_lease_given_back(
 ):
     import time
 
-    from ansible_collections.gpuops.platform.plugins.module_utils import _lease
+    from ansible_collections.gpuops.platform.plugins.module_utils.release import _lease
 
     monkeypatch.setattr(_lease, "KEEPER_POLL", 0.01)
     monkeypatch.setattr(_lease, "run_alive_check", lambda holder: lambda: False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _helm_release
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _helm_release
 from ansible_collections.gpuops.platform.plugins.modules import helm_release_info
 
 META = {"name": "r", "chart": "c", "version": "1.0.0", "revision": 3, "status": "deployed"}

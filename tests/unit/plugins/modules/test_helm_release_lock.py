@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _lease
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
+from ansible_collections.gpuops.platform.plugins.module_utils.release import _lease
 from ansible_collections.gpuops.platform.plugins.modules import helm_release_lock
 
 NAME = "gpuops-helm-ns.rel"

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _nouveau
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _nouveau
 from ansible_collections.gpuops.platform.plugins.modules import nouveau_blacklist
 
 CONF = "/etc/modprobe.d/blacklist-nouveau.conf"

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _acs, _pending
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _acs, _pending
 from ansible_collections.gpuops.platform.plugins.modules import pcie_acs
 from hostsim import dgx_like
 
@@ -165,7 +165,7 @@ def test_bad_devices_name_the_item(host, dgx, commands, run_module, check_mode, 
 
 
 def test_a_read_only_unit_folder_is_refused_before_any_register(host, dgx, commands, run_module, monkeypatch):
-    from ansible_collections.gpuops.platform.plugins.module_utils import _fs
+    from ansible_collections.gpuops.platform.plugins.module_utils.common import _fs
 
     commands.tools |= {"systemctl", "setpci"}
     systemd_booted(host)

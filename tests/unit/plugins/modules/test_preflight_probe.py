@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuops.platform.plugins.module_utils import _preflight, _runner
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _runner
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _preflight
 from ansible_collections.gpuops.platform.plugins.modules import (
     gpu_host_preflight,
     nouveau_blacklist,

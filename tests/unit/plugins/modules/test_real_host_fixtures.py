@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _kmod
-from ansible_collections.gpuops.platform.plugins.module_utils._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.common._fs import HostFS
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _kmod
 from ansible_collections.gpuops.platform.plugins.modules import gpu_host_facts, gpu_host_preflight
 
 REAL = Path(__file__).resolve().parents[3] / "fixtures" / "real-hosts"

@@ -1,6 +1,6 @@
 """gpuops.platform.smoke_tests_pods through main(): the role's pods (owner labels only), and the wait that ends when
-the role's rule (_smoke.results) says a phase settled - or at the timeout, which is not an error. The reader is a
-fake that serves one answer per look."""
+the role's rule (_smoke_results.results) says a phase settled - or at the timeout, which is not an error. The reader is
+a fake that serves one answer per look."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _owned, _readiness
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s, _owned
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness
 from ansible_collections.gpuops.platform.plugins.modules import smoke_tests_pods
 
 # the plan and pod helpers of the rule's own tables (tests/unit/plugins/module_utils/test_smoke.py)
@@ -59,7 +60,7 @@ SETTLED = [
     owned(live("smoke-cuda-nvidia-l40s", "sim-0", "Running")),  # a simulated node: nothing more to learn
     owned(live("smoke-cuda-nvidia-h100-80gb-hbm3", "dgx-0", "Succeeded", **TERM)),
 ]
-CUDA_PHASE = 1  # cuda runs first, the NCCL pair after it (_smoke.assign_phases)
+CUDA_PHASE = 1  # cuda runs first, the NCCL pair after it (_smoke_phases.assign_phases)
 
 
 def test_without_wait_it_lists_the_roles_pods_only(run_module, reader):

@@ -3,7 +3,8 @@ from __future__ import annotations
 import errno
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _fs, _sriov
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _fs
+from ansible_collections.gpuops.platform.plugins.module_utils.host import _sriov
 from ansible_collections.gpuops.platform.plugins.modules import sriov_vfs
 from hostsim import lab_host
 
