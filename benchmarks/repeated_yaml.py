@@ -40,7 +40,7 @@ def repeated_blocks(files: dict[str, list[tuple[int, str]]], min_lines: int) -> 
     """The maximal runs of >= min_lines lines that stand in more than one place, each with its places."""
     windows: dict[tuple[str, ...], list[tuple[str, int]]] = defaultdict(list)
     for name, lines in files.items():
-        texts = [t for _, t in lines]
+        texts = [text for _n, text in lines]
         for i in range(len(texts) - min_lines + 1):
             windows[tuple(texts[i : i + min_lines])].append((name, i))
     repeated = {k: v for k, v in windows.items() if len(v) > 1}
@@ -48,7 +48,8 @@ def repeated_blocks(files: dict[str, list[tuple[int, str]]], min_lines: int) -> 
     starts: list[tuple[tuple[str, ...], list[tuple[str, int]]]] = []
     for key, places in repeated.items():
         continued = all(
-            i > 0 and tuple(t for _, t in files[name][i - 1 : i - 1 + min_lines]) in repeated for name, i in places
+            i > 0 and tuple(text for _n, text in files[name][i - 1 : i - 1 + min_lines]) in repeated
+            for name, i in places
         )
         if not continued:
             starts.append((key, places))
