@@ -22,11 +22,17 @@ class Clock:
         return self.now
 
 
-def run(source: Any, scenario: Callable[[TestClient, asyncio.Queue, Clock], Awaitable[None]], **args: Any) -> None:
-    """Run scenario(client, queue, clock) against a source app built with these arguments."""
+def run(
+    source: Any,
+    scenario: Callable[[TestClient, asyncio.Queue, Clock], Awaitable[None]],
+    queue_size: int = 0,
+    **args: Any,
+) -> None:
+    """Run scenario(client, queue, clock) against a source app built with these arguments; queue_size bounds the
+    rulebook's queue (ansible-rulebook's holds one event)."""
 
     async def main() -> None:
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue = asyncio.Queue(queue_size)
         clock = Clock()
         app = source.make_app(queue, source.Settings.from_args(args), clock)
         async with TestClient(TestServer(app)) as client:
@@ -35,7 +41,9 @@ def run(source: Any, scenario: Callable[[TestClient, asyncio.Queue, Clock], Awai
     asyncio.run(main())
 
 
-def drain(queue: asyncio.Queue) -> list[dict]:
+async def drain(queue: asyncio.Queue) -> list[dict]:
+    """The events the source's backlog forwarded to the rulebook's queue."""
+    await asyncio.sleep(0.05)
     out = []
     while not queue.empty():
         out.append(queue.get_nowait())
@@ -50,7 +58,7 @@ def test_one_event_per_alert(source):
         resp = await client.post("/alerts", json=notification(xid79, thermal))
         assert resp.status == 200, await resp.text()
         assert (await resp.json())["accepted"] == 2
-        events = drain(queue)
+        events = await drain(queue)
         assert [e["alert"] for e in events] == [xid79, thermal]
         assert events[0]["meta"] == {
             "endpoint": "/alerts",
@@ -83,10 +91,10 @@ def test_bad_body_is_refused_and_the_source_keeps_serving(source, body, reason):
         resp = await client.post("/alerts", data=body, headers={"Content-Type": "application/json"})
         assert resp.status == 400
         assert reason in (await resp.json())["error"]
-        assert drain(queue) == []
+        assert await drain(queue) == []
         good = await client.post("/alerts", json=notification(alert("GPUXidFallenOffBus")))
         assert good.status == 200
-        assert len(drain(queue)) == 1
+        assert len(await drain(queue)) == 1
 
     run(source, scenario)
 
@@ -100,7 +108,7 @@ def test_invalid_alert_is_skipped_and_the_valid_ones_pass(source):
         assert resp.status == 200
         assert body["accepted"] == 1
         assert body["invalid"] == ["alerts[0]: labels.alertname is missing"]
-        assert [e["alert"] for e in drain(queue)] == [good]
+        assert [e["alert"] for e in await drain(queue)] == [good]
 
     run(source, scenario)
 
@@ -110,7 +118,7 @@ def test_body_over_the_limit_is_refused(source):
         payload = notification(*(alert("GPUXidFallenOffBus", node=f"n{i}") for i in range(50)))
         resp = await client.post("/alerts", json=payload)
         assert resp.status == 413
-        assert drain(queue) == []
+        assert await drain(queue) == []
 
     run(source, scenario, max_body_bytes=2048)
 
@@ -122,11 +130,11 @@ def test_repeats_within_the_window_are_dropped(source):
         for _ in range(3):  # Alertmanager's repeat notifications
             assert (await client.post("/alerts", json=notification(a))).status == 200
             clock.now += 10
-        assert len(drain(queue)) == 1
+        assert len(await drain(queue)) == 1
         resolved = {**a, "status": "resolved"}
         assert (await (await client.post("/alerts", json=notification(resolved))).json())["accepted"] == 1
         assert (await (await client.post("/alerts", json=notification(resolved))).json())["duplicate"] == 1
-        assert [e["alert"]["status"] for e in drain(queue)] == ["resolved"]
+        assert [e["alert"]["status"] for e in await drain(queue)] == ["resolved"]
         clock.now += 301  # past the window: the state is passed on again
         assert (await (await client.post("/alerts", json=notification(resolved))).json())["accepted"] == 1
 
@@ -140,7 +148,7 @@ def test_firing_after_its_resolved_is_stale(source):
         await client.post("/alerts", json=notification({**a, "status": "resolved"}))
         resp = await client.post("/alerts", json=notification(a))
         assert (await resp.json())["stale"] == 1
-        assert [e["alert"]["status"] for e in drain(queue)] == ["resolved"]
+        assert [e["alert"]["status"] for e in await drain(queue)] == ["resolved"]
         again = {**a, "startsAt": "2026-11-28T09:00:00.000Z"}  # the fault came back: a new alert instance
         assert (await (await client.post("/alerts", json=notification(again))).json())["accepted"] == 1
 
@@ -154,18 +162,42 @@ def test_rate_limit_defers_and_the_retry_passes_the_rest(source):
         resp = await client.post("/alerts", json=notification(*alerts))
         assert resp.status == 429
         assert int(resp.headers["Retry-After"]) >= 1
-        assert [e["alert"] for e in drain(queue)] == alerts[:2]
+        assert [e["alert"] for e in await drain(queue)] == alerts[:2]
         clock.now += 1  # one token back
         resp = await client.post("/alerts", json=notification(*alerts))  # Alertmanager retries the notification
         assert resp.status == 429
         assert (await resp.json())["duplicate"] == 2
-        assert [e["alert"] for e in drain(queue)] == alerts[2:3]
+        assert [e["alert"] for e in await drain(queue)] == alerts[2:3]
         clock.now += 10
         resp = await client.post("/alerts", json=notification(*alerts))
         assert resp.status == 200
-        assert [e["alert"] for e in drain(queue)] == alerts[3:]
+        assert [e["alert"] for e in await drain(queue)] == alerts[3:]
 
     run(source, scenario, rate=1, burst=2)
+
+
+def test_the_answer_does_not_wait_for_the_rulebook(source):
+    alerts = [alert("GPUXidFallenOffBus", node=f"node-{i}") for i in range(5)]
+
+    async def scenario(client, queue, clock):
+        # nothing takes events from the rulebook's queue (a playbook runs): the notification is answered anyway
+        resp = await asyncio.wait_for(client.post("/alerts", json=notification(*alerts[:2])), timeout=5)
+        assert resp.status == 200
+        await asyncio.sleep(0.05)  # alert 0 waits in the rulebook's queue, alert 1 on its way there
+        resp = await asyncio.wait_for(client.post("/alerts", json=notification(*alerts)), timeout=5)
+        assert resp.status == 429
+        assert await resp.json() == {
+            "accepted": 2,
+            "duplicate": 2,
+            "stale": 0,
+            "invalid": [],
+            "error": "backlog full (2)",
+        }
+        assert [e["alert"] for e in await drain(queue)] == alerts[:1]
+        assert [e["alert"] for e in await drain(queue)] == alerts[1:2]
+        assert [e["alert"] for e in await drain(queue)] == alerts[2:3]
+
+    run(source, scenario, queue_size=1, backlog=2)
 
 
 def test_bearer_token(source):
@@ -173,9 +205,9 @@ def test_bearer_token(source):
         body = notification(alert("GPUXidFallenOffBus"))
         assert (await client.post("/alerts", json=body)).status == 401
         assert (await client.post("/alerts", json=body, headers={"Authorization": "Bearer nope"})).status == 401
-        assert drain(queue) == []
+        assert await drain(queue) == []
         assert (await client.post("/alerts", json=body, headers={"Authorization": "Bearer s3cret"})).status == 200
-        assert len(drain(queue)) == 1
+        assert len(await drain(queue)) == 1
 
     run(source, scenario, token="s3cret")
 
@@ -186,7 +218,7 @@ def test_missing_fingerprint_and_annotations_are_filled(source):
 
     async def scenario(client, queue, clock):
         await client.post("/alerts", json=notification(a))
-        (event,) = drain(queue)
+        (event,) = await drain(queue)
         assert event["alert"]["annotations"] == {}
         assert event["alert"]["fingerprint"] == source.fingerprint(a["labels"])
 

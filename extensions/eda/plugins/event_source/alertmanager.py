@@ -19,7 +19,9 @@ dropped. A ``firing`` that arrives after the ``resolved`` of the same alert inst
 
 Rate limit: at most ``rate`` events per second with bursts of ``burst`` (a token bucket). Past it the notification
 is answered ``429`` after passing on what the bucket allowed; Alertmanager retries the notification and the alerts
-already passed on are then repeats.
+already passed on are then repeats. The answer does not wait for the rulebook: events wait in a backlog of
+``backlog`` events (ansible-rulebook takes one event at a time from its source); a full backlog is answered ``429``
+the same way.
 
 Arguments (all optional):
   host            address to listen on (default 127.0.0.1)
@@ -29,6 +31,7 @@ Arguments (all optional):
                   ``http_config.authorization.credentials``), else 401
   dedup_window    seconds a passed-on alert state is remembered (default 300)
   rate, burst     events per second and burst size (default 5 and 50)
+  backlog         events accepted and not yet taken by the rulebook, at most (default 1000)
   max_body_bytes  largest body accepted (default 1048576)
 
 Example (a rulebook's sources):
@@ -66,6 +69,7 @@ class Settings:
     dedup_window: float = 300.0
     rate: float = 5.0
     burst: int = 50
+    backlog: int = 1000
     max_body_bytes: int = 1048576
 
     @classmethod
@@ -79,6 +83,7 @@ class Settings:
             ("dedup_window", float, 0),
             ("rate", float, 0),
             ("burst", int, 1),
+            ("backlog", int, 1),
             ("max_body_bytes", int, 1),
         ):
             if name not in args:
@@ -212,6 +217,17 @@ def make_app(queue: Any, settings: Settings, clock: Callable[[], float] = time.m
     """The webhook: POST ``settings.path`` puts one event per new alert on ``queue`` (see the module doc)."""
     dedup = Dedup(settings.dedup_window, clock)
     bucket = TokenBucket(settings.rate, settings.burst, clock)
+    backlog: asyncio.Queue[dict[str, Any]] = asyncio.Queue(settings.backlog)
+
+    async def forward(_app: web.Application) -> Any:
+        async def run() -> None:
+            while True:
+                event = await backlog.get()
+                await queue.put(event)
+
+        task = asyncio.create_task(run())
+        yield
+        task.cancel()
 
     async def receive(request: web.Request) -> web.Response:
         peer = request.remote or "-"
@@ -239,16 +255,16 @@ def make_app(queue: Any, settings: Settings, clock: Callable[[], float] = time.m
                 LOG.info("%s: %s, not passed on", name, verdict)
                 counts[verdict] += 1
                 continue
-            if not bucket.take():
-                LOG.warning(
-                    "rate limit (%g/s, burst %d): %s and the rest deferred", settings.rate, settings.burst, name
-                )
+            full = backlog.full()
+            if full or not bucket.take():
+                why = f"backlog full ({settings.backlog})" if full else f"rate limit ({settings.rate:g}/s)"
+                LOG.warning("%s: %s and the rest deferred", why, name)
                 return web.json_response(
-                    {**counts, "invalid": problems, "error": "rate limited"},
+                    {**counts, "invalid": problems, "error": why},
                     status=429,
-                    headers={"Retry-After": str(bucket.wait_seconds())},
+                    headers={"Retry-After": str(5 if full else bucket.wait_seconds())},
                 )
-            await queue.put({"alert": alert, "meta": dict(meta)})
+            backlog.put_nowait({"alert": alert, "meta": dict(meta)})
             dedup.record(alert)
             counts["accepted"] += 1
             LOG.info("%s: passed on", name)
@@ -258,6 +274,7 @@ def make_app(queue: Any, settings: Settings, clock: Callable[[], float] = time.m
         return web.Response(text="ok")
 
     app = web.Application(client_max_size=settings.max_body_bytes)
+    app.cleanup_ctx.append(forward)
     app.router.add_post(settings.path, receive)
     app.router.add_get("/healthz", healthz)
     return app
