@@ -1,6 +1,6 @@
 """The Alertmanager webhook event source (extensions/eda/plugins/event_source/alertmanager.py) through aiohttp's test
 client: one event per alert, bad bodies refused with 400 and the server still serving, repeats and out-of-order
-alerts dropped, the rate limit answered with 429 and the deferred alerts passed on when Alertmanager retries."""
+alerts dropped, the rate limit answered with 503 (Alertmanager retries 5xx only) and the deferred alerts passed on when Alertmanager retries."""
 
 from __future__ import annotations
 
@@ -160,12 +160,12 @@ def test_rate_limit_defers_and_the_retry_passes_the_rest(source):
 
     async def scenario(client, queue, clock):
         resp = await client.post("/alerts", json=notification(*alerts))
-        assert resp.status == 429
+        assert resp.status == 503
         assert int(resp.headers["Retry-After"]) >= 1
         assert [e["alert"] for e in await drain(queue)] == alerts[:2]
         clock.now += 1  # one token back
         resp = await client.post("/alerts", json=notification(*alerts))  # Alertmanager retries the notification
-        assert resp.status == 429
+        assert resp.status == 503
         assert (await resp.json())["duplicate"] == 2
         assert [e["alert"] for e in await drain(queue)] == alerts[2:3]
         clock.now += 10
@@ -185,7 +185,7 @@ def test_the_answer_does_not_wait_for_the_rulebook(source):
         assert resp.status == 200
         await asyncio.sleep(0.05)  # alert 0 waits in the rulebook's queue, alert 1 on its way there
         resp = await asyncio.wait_for(client.post("/alerts", json=notification(*alerts)), timeout=5)
-        assert resp.status == 429
+        assert resp.status == 503
         assert await resp.json() == {
             "accepted": 2,
             "duplicate": 2,

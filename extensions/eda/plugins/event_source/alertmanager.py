@@ -18,10 +18,11 @@ dropped. A ``firing`` that arrives after the ``resolved`` of the same alert inst
 ``startsAt``, out of order) is dropped as stale.
 
 Rate limit: at most ``rate`` events per second with bursts of ``burst`` (a token bucket). Past it the notification
-is answered ``429`` after passing on what the bucket allowed; Alertmanager retries the notification and the alerts
-already passed on are then repeats. The answer does not wait for the rulebook: events wait in a backlog of
-``backlog`` events (ansible-rulebook takes one event at a time from its source); a full backlog is answered ``429``
-the same way.
+is answered ``503`` with ``Retry-After`` after passing on what the bucket allowed: Alertmanager's webhook notifier
+retries a 5xx answer (and not a 4xx one, 429 included: prometheus/alertmanager v0.35.0 ``notify/webhook/webhook.go``
+uses a ``notify.Retrier`` without retry codes), and the alerts already passed on are then repeats. The answer does not
+wait for the rulebook: events wait in a backlog of ``backlog`` events (ansible-rulebook takes one event at a time
+from its source); a full backlog is answered ``503`` the same way.
 
 Arguments (all optional):
   host            address to listen on (default 127.0.0.1)
@@ -261,7 +262,7 @@ def make_app(queue: Any, settings: Settings, clock: Callable[[], float] = time.m
                 LOG.warning("%s: %s and the rest deferred", why, name)
                 return web.json_response(
                     {**counts, "invalid": problems, "error": why},
-                    status=429,
+                    status=503,
                     headers={"Retry-After": str(5 if full else bucket.wait_seconds())},
                 )
             backlog.put_nowait({"alert": alert, "meta": dict(meta)})
