@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from gpuops_lab import dcgm, monitoring, node_exporter, profiles
 from gpuops_lab.config import LabConfig
 from gpuops_lab.errors import LabError
@@ -405,6 +406,28 @@ def test_rules_files_and_prometheus_config(tmp_path):
     assert monitoring.write_config(cfg, [job], rules) is False  # unchanged: no reload
     assert monitoring.write_config(cfg, [job], {}) is True  # a rules file went away
     assert not (d / "rules" / "mon-gpu.yaml").exists()
+
+
+def test_alertmanager_config_passes_amtool(tmp_path):
+    """The lab Alertmanager's configuration, checked by the real amtool 0.35.0 (hack/cluster/build.sh alertmanager),
+    and its route: a GPU alert goes to the rulebook's webhook, any other alert to the null receiver."""
+    import subprocess
+
+    amtool = monitoring.binary(LabConfig.load(), "alertmanager").parent / "amtool"
+    assert amtool.is_file(), f"amtool not found at {amtool}: run hack/cluster/build.sh alertmanager"
+    conf = tmp_path / "alertmanager.yml"
+    conf.write_text(yaml.safe_dump(monitoring.alertmanager_config("http://127.0.0.1:5050/alerts")))
+    check = subprocess.run([str(amtool), "check-config", str(conf)], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    def receiver(*labels: str) -> str:
+        argv = [str(amtool), "config", "routes", "test", f"--config.file={conf}", *labels]
+        out = subprocess.run(argv, capture_output=True, text=True, check=False)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout.strip()
+
+    assert receiver("alertname=GPUXidFallenOffBus", "Hostname=dgx-0", "UUID=GPU-1") == "gpuops-remediation"
+    assert receiver("alertname=KubeNodeNotReady", "node=dgx-0") == "null"
 
 
 def test_ports_follow_nfd_master_and_argv_stay_on_loopback(tmp_path):
