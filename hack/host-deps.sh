@@ -10,7 +10,7 @@ need=()
 { command -v lspci && command -v setpci; } >/dev/null 2>&1 || need+=(pciutils)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v dpkg-query >/dev/null 2>&1 || need+=(dpkg)
-java_major=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+java_major=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p' || true)
 [ "${java_major:-0}" -ge 17 ] 2>/dev/null || need+=(openjdk-17-jre-headless)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
