@@ -1,6 +1,7 @@
 """The Alertmanager webhook event source (extensions/eda/plugins/event_source/alertmanager.py) through aiohttp's test
 client: one event per alert, bad bodies refused with 400 and the server still serving, repeats and out-of-order
-alerts dropped, the rate limit answered with 503 (Alertmanager retries 5xx only) and the deferred alerts passed on when Alertmanager retries."""
+alerts dropped, the rate limit answered with 503 (Alertmanager retries 5xx answers only) and the deferred alerts
+passed on when Alertmanager retries."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from conftest import alert, notification
+from eda_payloads import alert, notification
 
 
 class Clock:

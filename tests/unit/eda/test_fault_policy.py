@@ -10,7 +10,7 @@ import pytest
 import yaml
 from ansible_collections.gpuops.platform.plugins.module_utils import _fault_policy as fp
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga
-from conftest import REPO, alert
+from eda_payloads import REPO, alert
 
 sys.path.insert(0, str(REPO / "hack"))
 import eda_rulebook  # noqa: E402

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.module_utils import _fault_policy as fp
-from conftest import alert, notification
+from eda_payloads import alert, notification
 from gpuops_lab import eda
 from gpuops_lab.eda import post
 
