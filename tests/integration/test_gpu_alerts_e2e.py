@@ -215,7 +215,9 @@ def test_xid79_reaches_the_remediation_rulebook(gpu_monitoring, tmp_path):
     rulebook = eda.start(tmp_path / "eda", monitoring.port(cfg, "eda-webhook"))
     key = ("GPUXidFallenOffBus", node)
     try:
-        gpu = monitoring.query(cfg, f'DCGM_FI_DEV_GPU_TEMP{{Hostname="{node}",gpu="1"}}')[0]["metric"]
+        series = wait_for(lambda: monitoring.query(cfg, f'DCGM_FI_DEV_GPU_TEMP{{Hostname="{node}",gpu="1"}}'), 30, 1.0)
+        assert series, f"no series of GPU 1 on {node}"
+        gpu = series[0]["metric"]
         dcgm.inject(cfg.state, node, 1, dcgm.PRESETS["xid79"])
         t0 = time.monotonic()
         assert wait_for(lambda: key in rulebook.recorded(), FIRE_WITHIN + 30, 0.5), (
