@@ -41,7 +41,7 @@ pytest_strict() { # pytest exit 5 (no tests collected) is a failure here, never 
 }
 
 do_lint() {
-  ruff check plugins hack tests benchmarks && ruff format --check plugins hack tests benchmarks \
+  ruff check plugins extensions hack tests benchmarks && ruff format --check plugins extensions hack tests benchmarks \
     && yamllint -s . && antsibull-changelog lint && ansible-lint --profile production --offline \
     && do_typecheck
 }

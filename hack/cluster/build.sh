@@ -192,6 +192,27 @@ build_prometheus() { # Prometheus and promtool (issue 11): the lab's real Promet
   stamp "$out.tmp" prometheus promtool; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
+build_alertmanager() { # Alertmanager and amtool: the lab's monitoring routes the GPU alerts to the rulebook's webhook
+  local out="$CACHE/bin/alertmanager-v$ALERTMANAGER_VERSION" src="$CACHE/src/alertmanager-v$ALERTMANAGER_VERSION"
+  local mod=github.com/prometheus/alertmanager
+  if ok "$out" alertmanager amtool; then echo "alertmanager v$ALERTMANAGER_VERSION: cached in $out"; return; fi
+  rm -rf "$out" "$out.tmp" "$src"; mkdir -p "$out.tmp" "$(dirname "$src")"
+  echo "alertmanager v$ALERTMANAGER_VERSION: building in $src"
+  copy_module "$mod@v$ALERTMANAGER_VERSION" "$src"  # no go.mod replace
+  # ui/web.go embeds app/dist, the web UI that npm builds and the module leaves out: an empty page stands in (the
+  # lab uses the HTTP API only), as the lab's Prometheus is built without its UI.
+  local page
+  for page in elm mantine; do
+    mkdir -p "$src/ui/app/dist/$page"
+    printf '<!doctype html><title>Alertmanager</title><p>Built without the web UI; use the API (/api/v2).\n' \
+      > "$src/ui/app/dist/$page/index.html"
+  done
+  local ver="-X github.com/prometheus/common/version.Version=$ALERTMANAGER_VERSION"
+  (cd "$src" && go build -trimpath -ldflags "-s -w $ver" -o "$out.tmp/alertmanager" ./cmd/alertmanager \
+     && go build -trimpath -ldflags "-s -w $ver" -o "$out.tmp/amtool" ./cmd/amtool)
+  stamp "$out.tmp" alertmanager amtool; mv "$out.tmp" "$out"; rm -rf "$src"
+}
+
 build_kube_state_metrics() { # kube-state-metrics (issue 11): the lab's monitoring runs it out of cluster (nodes, pods)
   local out="$CACHE/bin/kube-state-metrics-v$KUBE_STATE_METRICS_VERSION" src="$CACHE/src/kube-state-metrics-v$KUBE_STATE_METRICS_VERSION"
   local mod=k8s.io/kube-state-metrics/v2
@@ -315,10 +336,10 @@ build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4
 
 what=${1:-all}
 case "$what" in
-  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; nfd-chart) build_nfd_chart ;; sriov-chart) build_sriov_chart ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
-  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov; build_sriov_chart; build_registry; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue; build_volcano ;;
+  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; nfd-chart) build_nfd_chart ;; sriov-chart) build_sriov_chart ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; alertmanager) build_alertmanager ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
+  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov; build_sriov_chart; build_registry; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue; build_volcano ;;
   # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS; the NFD and SR-IOV charts too: the chart
   # repository packages every upstream chart): no OCI registry, SR-IOV operator or Volcano
-  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov_chart; build_prometheus; build_kube_state_metrics; build_node_exporter; build_kueue ;;
-  *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|nfd-chart|sriov|sriov-chart|registry|prometheus|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
+  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov_chart; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue ;;
+  *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|nfd-chart|sriov|sriov-chart|registry|prometheus|alertmanager|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
 esac

@@ -61,7 +61,7 @@ from .config import EPHEMERAL_RANGE_FILE, HACK, LabConfig, refuse_ephemeral
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
 
-COMPONENTS = ("dcgm-exporter", "kube-state-metrics", "prometheus", "monitoring-sync")
+COMPONENTS = ("dcgm-exporter", "kube-state-metrics", "alertmanager", "prometheus", "monitoring-sync")
 SCRAPE_INTERVAL = "5s"
 EVALUATION_INTERVAL = "5s"
 SCRAPE_TIMEOUT = "4s"
@@ -80,7 +80,19 @@ PORTS = {
     "dcgm-exporter": ("GPUOPS_LAB_DCGM_EXPORTER_PORT", 21),
     "kube-state-metrics": ("GPUOPS_LAB_KSM_PORT", 22),
     "kube-state-metrics-telemetry": ("GPUOPS_LAB_KSM_TELEMETRY_PORT", 23),
+    "alertmanager": ("GPUOPS_LAB_ALERTMANAGER_PORT", 24),
+    # where the Event-Driven Ansible rulebook's webhook listens (its source gpuops.platform.alertmanager, rulebook
+    # variable gpuops_eda_port): the lab's Alertmanager routes the GPU alerts there; nothing else listens on it
+    "eda-webhook": ("GPUOPS_LAB_EDA_WEBHOOK_PORT", 25),
 }
+# The lab Alertmanager's route to the rulebook (docs/remediation-events.md): every alert of the collection's GPU rules
+# (their names start with GPU), one notification group per GPU, sent at once (group_wait) and again on change
+# (group_interval); the source drops the repeats.
+GPU_ALERTS_MATCHER = 'alertname=~"GPU.+"'
+ALERT_GROUP_BY = ["alertname", "Hostname", "UUID"]
+ALERT_GROUP_WAIT = "1s"
+ALERT_GROUP_INTERVAL = "5s"
+ALERT_REPEAT_INTERVAL = "1h"
 
 
 def port(cfg: LabConfig, name: str) -> int:
@@ -99,10 +111,12 @@ def port(cfg: LabConfig, name: str) -> int:
 
 
 def binary(cfg: LabConfig, name: str) -> Path:
-    """prometheus, promtool, kube-state-metrics, node_exporter: built by hack/cluster/build.sh, versions in
-    versions.env."""
+    """prometheus, promtool, alertmanager, kube-state-metrics, node_exporter: built by hack/cluster/build.sh, versions
+    in versions.env."""
     if name == "kube-state-metrics":
         return cfg.cache / "bin" / f"kube-state-metrics-v{cfg.versions['KUBE_STATE_METRICS_VERSION']}" / name
+    if name == "alertmanager":
+        return cfg.cache / "bin" / f"alertmanager-v{cfg.versions['ALERTMANAGER_VERSION']}" / name
     if name == "node_exporter":
         return cfg.cache / "bin" / f"node_exporter-v{cfg.versions['NODE_EXPORTER_VERSION']}" / name
     return cfg.binary(name)
@@ -315,13 +329,16 @@ def rule_files(prometheus_rules: list[Obj]) -> dict[str, dict[str, Any]]:
     }
 
 
-def prometheus_config(jobs: list[Job], sd_dir: Path, rules_dir: Path, static: list[dict[str, Any]]) -> dict[str, Any]:
+def prometheus_config(
+    jobs: list[Job], sd_dir: Path, rules_dir: Path, static: list[dict[str, Any]], alertmanager: str = ""
+) -> dict[str, Any]:
+    """prometheus.yml; ``alertmanager`` (host:port), when given, receives the alerts."""
     cfgs = []
     for job in jobs:
         cfg = dict(job.config)
         cfg["file_sd_configs"] = [{"files": [str(sd_dir / sd_file(job.name))], "refresh_interval": "5s"}]
         cfgs.append(cfg)
-    return {
+    out: dict[str, Any] = {
         "global": {
             "scrape_interval": SCRAPE_INTERVAL,
             "evaluation_interval": EVALUATION_INTERVAL,
@@ -329,6 +346,28 @@ def prometheus_config(jobs: list[Job], sd_dir: Path, rules_dir: Path, static: li
         },
         "rule_files": [str(rules_dir / "*.yaml")],
         "scrape_configs": [*static, *cfgs],
+    }
+    if alertmanager:
+        out["alerting"] = {"alertmanagers": [{"api_version": "v2", "static_configs": [{"targets": [alertmanager]}]}]}
+    return out
+
+
+def alertmanager_config(webhook_url: str) -> dict[str, Any]:
+    """alertmanager.yml: the GPU alerts to the rulebook's webhook (Alertmanager's webhook_config: every alert, firing
+    and resolved), every other alert to a receiver that sends nothing."""
+    return {
+        "route": {
+            "receiver": "null",
+            "group_by": ALERT_GROUP_BY,
+            "group_wait": ALERT_GROUP_WAIT,
+            "group_interval": ALERT_GROUP_INTERVAL,
+            "repeat_interval": ALERT_REPEAT_INTERVAL,
+            "routes": [{"receiver": "gpuops-remediation", "matchers": [GPU_ALERTS_MATCHER]}],
+        },
+        "receivers": [
+            {"name": "null"},
+            {"name": "gpuops-remediation", "webhook_configs": [{"url": webhook_url, "send_resolved": True}]},
+        ],
     }
 
 
@@ -339,6 +378,16 @@ def sd_file(job_name: str) -> str:
 # ---- the lab side: files, processes, the API ---------------------------------------------------------------------
 def mon_dir(cfg: LabConfig) -> Path:
     return dcgm.state_dir(cfg.state)
+
+
+def alertmanager_url(cfg: LabConfig) -> str:
+    return f"http://127.0.0.1:{port(cfg, 'alertmanager')}"
+
+
+def eda_webhook_url(cfg: LabConfig) -> str:
+    """Where the lab's Alertmanager sends the GPU alerts: the rulebook's source, started with gpuops_eda_port set to
+    port(cfg, "eda-webhook")."""
+    return f"http://127.0.0.1:{port(cfg, 'eda-webhook')}/alerts"
 
 
 def prometheus_url(cfg: LabConfig) -> str:
@@ -386,8 +435,11 @@ def write_config(cfg: LabConfig, jobs: list[Job], rules: Mapping[str, Mapping[st
         if f.name not in rules:
             f.unlink()
             reload = True
-    text = yaml.safe_dump(prometheus_config(jobs, sd_dir, rules_dir, static_jobs(cfg)), sort_keys=False)
+    am = f"127.0.0.1:{port(cfg, 'alertmanager')}"
+    text = yaml.safe_dump(prometheus_config(jobs, sd_dir, rules_dir, static_jobs(cfg), am), sort_keys=False)
     reload |= dcgm.write_if_changed(d / "prometheus.yml", text)
+    am_text = yaml.safe_dump(alertmanager_config(eda_webhook_url(cfg)), sort_keys=False)
+    dcgm.write_if_changed(d / "alertmanager.yml", am_text)  # fixed by the ports: read once at Alertmanager's start
     return reload
 
 
@@ -575,6 +627,15 @@ def _argv(cfg: LabConfig, name: str) -> list[str]:
             "--web.enable-lifecycle",
             "--log.level=warn",
         ]
+    if name == "alertmanager":
+        return [
+            str(binary(cfg, "alertmanager")),
+            f"--config.file={d / 'alertmanager.yml'}",
+            f"--storage.path={d / 'alertmanager'}",
+            f"--web.listen-address=127.0.0.1:{port(cfg, 'alertmanager')}",
+            "--cluster.listen-address=",  # one instance: no gossip port
+            "--log.level=warn",
+        ]
     if name == "monitoring-sync":
         return [sys.executable, "-m", "gpuops_lab.monitoring", "watch", "--interval", str(SYNC_INTERVAL)]
     raise KeyError(name)
@@ -593,6 +654,8 @@ def _probe(cfg: LabConfig, name: str) -> tuple[Callable[[], bool], str]:
         return (lambda: b"OK" in _get(url).upper()), f"GET {url}"
     if name == "prometheus":
         return (lambda: bool(_get(f"{prometheus_url(cfg)}/-/ready"))), "GET /-/ready"
+    if name == "alertmanager":
+        return (lambda: bool(_get(f"{alertmanager_url(cfg)}/-/ready"))), "GET /-/ready"
     return (lambda: True), "started"
 
 
@@ -601,11 +664,14 @@ def ports_of(name: str) -> list[str]:
         "dcgm-exporter": ["dcgm-exporter"],
         "kube-state-metrics": ["kube-state-metrics", "kube-state-metrics-telemetry"],
         "prometheus": ["prometheus"],
+        "alertmanager": ["alertmanager"],
     }.get(name, [])
 
 
 def missing_binaries(cfg: LabConfig) -> list[str]:
-    return [b for b in ("prometheus", "kube-state-metrics", "node_exporter") if not binary(cfg, b).is_file()]
+    return [
+        b for b in ("prometheus", "alertmanager", "kube-state-metrics", "node_exporter") if not binary(cfg, b).is_file()
+    ]
 
 
 def start(cfg: LabConfig, say: Callable[[str], None] = print) -> dict[str, str]:
@@ -621,7 +687,13 @@ def start(cfg: LabConfig, say: Callable[[str], None] = print) -> dict[str, str]:
     if missing:
         say(f"building {', '.join(missing)} (hack/cluster/build.sh)")
         env = {**os.environ, "GPUOPS_CACHE": str(cfg.cache)}
-        for what, bname in (("prometheus",) * 2, ("kube-state-metrics",) * 2, ("node-exporter", "node_exporter")):
+        builds = (
+            ("prometheus",) * 2,
+            ("alertmanager",) * 2,
+            ("kube-state-metrics",) * 2,
+            ("node-exporter", "node_exporter"),
+        )
+        for what, bname in builds:
             if bname in missing and subprocess.call(["bash", str(BUILD_SCRIPT), what], env=env) != 0:  # noqa: S603,S607
                 raise LabError(f"{BUILD_SCRIPT} {what} failed; see its output above")
     t0 = time.monotonic()
@@ -641,8 +713,16 @@ def start(cfg: LabConfig, say: Callable[[str], None] = print) -> dict[str, str]:
         ready, what = _probe(cfg, name)
         wait_until(proc, ready, 30, what)
         say(f"  {name}: ready (pid {proc.pid()}, log {proc.log})")
-    say(f"monitoring up in {time.monotonic() - t0:.1f}s; Prometheus {prometheus_url(cfg)}")
-    return {"prometheus": prometheus_url(cfg), "dcgm-exporter": exporter_url(cfg)}
+    say(
+        f"monitoring up in {time.monotonic() - t0:.1f}s; Prometheus {prometheus_url(cfg)}, Alertmanager "
+        f"{alertmanager_url(cfg)} (GPU alerts to {eda_webhook_url(cfg)})"
+    )
+    return {
+        "prometheus": prometheus_url(cfg),
+        "alertmanager": alertmanager_url(cfg),
+        "eda-webhook": eda_webhook_url(cfg),
+        "dcgm-exporter": exporter_url(cfg),
+    }
 
 
 def stop(cfg: LabConfig) -> list[str]:
@@ -667,6 +747,11 @@ def query(cfg: LabConfig, expr: str) -> list[dict[str, Any]]:
 def alerts(cfg: LabConfig) -> list[dict[str, Any]]:
     """Every pending and firing alert (/api/v1/alerts): each {labels, annotations, state, activeAt, value}."""
     return json.loads(_get(f"{prometheus_url(cfg)}/api/v1/alerts", timeout=10))["data"]["alerts"]
+
+
+def alertmanager_alerts(cfg: LabConfig) -> list[dict[str, Any]]:
+    """The alerts Alertmanager holds (/api/v2/alerts): each {labels, annotations, status, receivers, fingerprint}."""
+    return json.loads(_get(f"{alertmanager_url(cfg)}/api/v2/alerts", timeout=10))
 
 
 def targets(cfg: LabConfig) -> list[dict[str, Any]]:

@@ -74,8 +74,9 @@ API_VERSION = "monitoring.coreos.com/v1"
 KIND = "PrometheusRule"
 
 # The labels that name one GPU in an alert: dcgm-exporter's, without the scrape target's (pod, instance), so that an
-# alert keeps its identity when the exporter pod is replaced or the GPU changes hands.
-GPU = "Hostname, UUID, gpu, modelName"
+# alert keeps its identity when the exporter pod is replaced or the GPU changes hands. pci_bus_id is kept for the
+# remediation pipeline, which records the GPU's PCI address on the quarantined node (_fault_policy).
+GPU = "Hostname, UUID, gpu, pci_bus_id, modelName"
 
 XID_CLASSES: dict[str, tuple[int, ...]] = {
     "memory": (48, 63, 64, 94, 95, 140),

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from gpuops_lab import dcgm, monitoring, profiles
+from gpuops_lab import dcgm, eda, monitoring, profiles
 from gpuops_lab import nodes as lab_nodes
 from gpuops_lab.k8s import ensure_crd, wait_for
 from kubernetes import client
@@ -203,6 +203,50 @@ def test_xid79_fires_gpu_xid_fallen_off_bus_for_that_gpu(gpu_monitoring):
         print(f"e2e alert test: {time.monotonic() - t_start:.1f}s", file=sys.stderr)
     finally:
         dcgm.clear(cfg.state, nodes[0])
+
+
+def test_xid79_reaches_the_remediation_rulebook(gpu_monitoring, tmp_path):
+    """The event half of self-healing end to end: an XID 79 fires GPUXidFallenOffBus in the lab Prometheus, which
+    sends it to the lab's real Alertmanager, which routes it to the rulebook's webhook (the collection's source, in
+    the real ansible-rulebook): the remediation playbook (a stub here) runs with the contract's event for that node
+    and GPU, once while the alert fires, and again with status resolved after the GPU is reset."""
+    cfg, nodes = gpu_monitoring.cfg, gpu_monitoring.nodes
+    node = nodes[2]  # the L40S node (nodes[0] and nodes[1] are the other tests')
+    rulebook = eda.start(tmp_path / "eda", monitoring.port(cfg, "eda-webhook"))
+    key = ("GPUXidFallenOffBus", node)
+    try:
+        series = wait_for(lambda: monitoring.query(cfg, f'DCGM_FI_DEV_GPU_TEMP{{Hostname="{node}",gpu="1"}}'), 30, 1.0)
+        assert series, f"no series of GPU 1 on {node}"
+        gpu = series[0]["metric"]
+        dcgm.inject(cfg.state, node, 1, dcgm.PRESETS["xid79"])
+        t0 = time.monotonic()
+        assert wait_for(lambda: key in rulebook.recorded(), FIRE_WITHIN + 30, 0.5), (
+            f"no remediation run for {key}: Alertmanager {monitoring.alertmanager_alerts(cfg)}; "
+            f"rulebook log {rulebook.log.read_text()[-3000:]}"
+        )
+        print(f"XID 79 to the remediation playbook: {time.monotonic() - t0:.1f}s (for {XID_FOR:.0f}s)", file=sys.stderr)
+        record = rulebook.recorded()[key]
+        event = record["event"]
+        assert record["mode"] == "dry_run"
+        assert (event["node"], event["fault_class"], event["action"], event["status"]) == (
+            node,
+            "bus",
+            "quarantine",
+            "firing",
+        )
+        assert event["gpu"] == {"uuid": gpu["UUID"], "pci_bus_id": gpu["pci_bus_id"], "index": 1}
+        assert event["labels"]["err_code"] == "79" and event["fingerprint"]
+        held = [a for a in monitoring.alertmanager_alerts(cfg) if a["labels"].get("Hostname") == node]
+        assert [r["name"] for a in held for r in a["receivers"]] == ["gpuops-remediation"], held
+
+        dcgm.clear(cfg.state, node, 1)  # the GPU reset: the alert resolves and Alertmanager says so
+        assert wait_for(lambda: rulebook.recorded()[key]["event"]["status"] == "resolved", 60, 0.5), (
+            rulebook.recorded()[key]
+        )
+        assert [k for k in rulebook.recorded() if k[1] == node] == [key]  # nothing else ran for this node
+    finally:
+        dcgm.clear(cfg.state, node)
+        rulebook.stop()
 
 
 def _pod_with_gpus(name: str, node: str, gpus: int) -> dict:

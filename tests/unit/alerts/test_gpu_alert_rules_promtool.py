@@ -80,7 +80,14 @@ def gpu(i: int, node: str = NODE, model: str = MODEL, scrape: dict[str, str] | N
 
 def alert_gpu(i: int, node: str = NODE, model: str = MODEL, **extra: str) -> dict:
     """The labels a per-GPU alert carries: the GPU's identity, not the scrape target's."""
-    return {"Hostname": node, "UUID": uuid(i, node), "gpu": str(i), "modelName": model, **extra}
+    return {
+        "Hostname": node,
+        "UUID": uuid(i, node),
+        "gpu": str(i),
+        "pci_bus_id": f"00000000:{BUS_IDS[i]}:00.0",
+        "modelName": model,
+        **extra,
+    }
 
 
 def series(metric: str, labels: dict[str, str], values: str) -> dict:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from gpuops_lab import dcgm, monitoring, node_exporter, profiles
 from gpuops_lab.config import LabConfig
 from gpuops_lab.errors import LabError
@@ -396,14 +397,42 @@ def test_rules_files_and_prometheus_config(tmp_path):
     assert conf["scrape_configs"][2]["file_sd_configs"][0]["files"] == [str(d / "node-exporter-targets.json")]
     assert conf["scrape_configs"][3]["file_sd_configs"][0]["files"] == [str(d / "sd" / "serviceMonitor_a_b_0.json")]
     assert (d / "rules" / "mon-gpu.yaml").is_file()
+    am = f"127.0.0.1:{monitoring.port(cfg, 'alertmanager')}"
+    assert conf["alerting"] == {"alertmanagers": [{"api_version": "v2", "static_configs": [{"targets": [am]}]}]}
+    route = yaml.safe_load((d / "alertmanager.yml").read_text())
+    assert route["route"]["receiver"] == "null"
+    assert route["route"]["routes"] == [{"receiver": "gpuops-remediation", "matchers": ['alertname=~"GPU.+"']}]
+    assert route["receivers"][1]["webhook_configs"] == [{"url": monitoring.eda_webhook_url(cfg), "send_resolved": True}]
     assert monitoring.write_config(cfg, [job], rules) is False  # unchanged: no reload
     assert monitoring.write_config(cfg, [job], {}) is True  # a rules file went away
     assert not (d / "rules" / "mon-gpu.yaml").exists()
 
 
+def test_alertmanager_config_passes_amtool(tmp_path):
+    """The lab Alertmanager's configuration, checked by the real amtool 0.35.0 (hack/cluster/build.sh alertmanager),
+    and its route: a GPU alert goes to the rulebook's webhook, any other alert to the null receiver."""
+    import subprocess
+
+    amtool = monitoring.binary(LabConfig.load(), "alertmanager").parent / "amtool"
+    assert amtool.is_file(), f"amtool not found at {amtool}: run hack/cluster/build.sh alertmanager"
+    conf = tmp_path / "alertmanager.yml"
+    conf.write_text(yaml.safe_dump(monitoring.alertmanager_config("http://127.0.0.1:5050/alerts")))
+    check = subprocess.run([str(amtool), "check-config", str(conf)], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    def receiver(*labels: str) -> str:
+        argv = [str(amtool), "config", "routes", "test", f"--config.file={conf}", *labels]
+        out = subprocess.run(argv, capture_output=True, text=True, check=False)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout.strip()
+
+    assert receiver("alertname=GPUXidFallenOffBus", "Hostname=dgx-0", "UUID=GPU-1") == "gpuops-remediation"
+    assert receiver("alertname=KubeNodeNotReady", "node=dgx-0") == "null"
+
+
 def test_ports_follow_nfd_master_and_argv_stay_on_loopback(tmp_path):
     cfg = _cfg(tmp_path, GPUOPS_LAB_NFD_MASTER_PORT="28290")
-    assert [monitoring.port(cfg, n) for n in monitoring.PORTS] == [28310, 28311, 28312, 28313]
+    assert [monitoring.port(cfg, n) for n in monitoring.PORTS] == [28310, 28311, 28312, 28313, 28314, 28315]
     default = _cfg(tmp_path)
     assert monitoring.prometheus_url(default) == "http://127.0.0.1:20310"
     prom = monitoring._argv(cfg, "prometheus")
@@ -412,6 +441,10 @@ def test_ports_follow_nfd_master_and_argv_stay_on_loopback(tmp_path):
     ksm = monitoring._argv(cfg, "kube-state-metrics")
     assert "--resources=nodes,pods" in ksm and "--host=127.0.0.1" in ksm and "--telemetry-host=127.0.0.1" in ksm
     assert ksm[0].endswith(f"kube-state-metrics-v{cfg.versions['KUBE_STATE_METRICS_VERSION']}/kube-state-metrics")
+    am = monitoring._argv(cfg, "alertmanager")
+    assert am[0].endswith(f"alertmanager-v{cfg.versions['ALERTMANAGER_VERSION']}/alertmanager")
+    assert "--web.listen-address=127.0.0.1:28314" in am and "--cluster.listen-address=" in am
+    assert monitoring.eda_webhook_url(cfg) == "http://127.0.0.1:28315/alerts"
 
 
 def test_bad_monitoring_port_is_a_clear_error(tmp_path, monkeypatch):
