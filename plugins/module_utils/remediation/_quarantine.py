@@ -35,16 +35,21 @@ REASONS = {
 
 
 def _words(diffs: list[tuple[str, Any, Any]]) -> list[str]:
-    out = []
+    """The changes in words, the cordon first: cordon; taints ...; label k=v; annotate (keys); remove (keys)."""
+    out, annotate, remove = [], [], []
     for field, _current, desired in diffs:
         if field == "spec.unschedulable":
-            out.append("cordon" if desired else "uncordon")
+            out.insert(0, "cordon" if desired else "uncordon")
         elif field == "spec.taints":
             out.append("set taints " + (", ".join(_policy.taint_text(t) for t in desired) or "none"))
-        elif desired is None:
-            out.append(f"remove {field}")
+        elif field.startswith("metadata.labels["):
+            out.append(f"remove label {field[16:-1]}" if desired is None else f"label {field[16:-1]}={desired}")
         else:
-            out.append(f"set {field}={desired}")
+            (remove if desired is None else annotate).append(field[21:-1].rsplit(".", 1)[-1])
+    if annotate:
+        out.append(f"annotate {_policy.ANNOTATIONS['alert'].rsplit('.', 1)[0]}.* ({', '.join(annotate)})")
+    if remove:
+        out.append(f"remove the annotations {', '.join(remove)}")
     return out
 
 
