@@ -220,7 +220,15 @@ def _acts(*minutes_ago):
         ({"max_nodes": 2, "max_percent": 10}, 64, [], [], None, True, ""),
         ({"max_nodes": 2, "max_percent": 10}, 64, ["a"], [], None, True, ""),
         ({"max_nodes": 2, "max_percent": 10}, 64, ["a", "b"], [], None, False, "the limit is 2"),
-        ({"max_nodes": 0, "max_percent": 10}, 64, ["a"] * 1 + [f"x{i}" for i in range(5)], [], None, False, "limit is 6"),
+        (
+            {"max_nodes": 0, "max_percent": 10},
+            64,
+            ["a"] * 1 + [f"x{i}" for i in range(5)],
+            [],
+            None,
+            False,
+            "limit is 6",
+        ),
         ({"max_nodes": 0, "max_percent": 10}, 64, [f"x{i}" for i in range(5)], [], None, True, ""),
         ({"max_nodes": 0, "max_percent": 10}, 3, [], [], None, True, ""),  # at least one node of a small fleet
         ({"max_nodes": 0, "max_percent": 10}, 3, ["a"], [], None, False, "limit is 1"),

@@ -11,7 +11,7 @@ import json
 import pytest
 from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
 from ansible_collections.gpuops.platform.plugins.module_utils.remediation import _api, _drain, _policy
-from ansible_collections.gpuops.platform.plugins.modules import gpu_node_drain, gpu_node_quarantine
+from ansible_collections.gpuops.platform.plugins.modules import gpu_node_drain, gpu_node_quarantine, gpu_reset
 
 EVENT = {
     "node": "gpu-0",
@@ -264,7 +264,11 @@ def test_drain_dry_run_and_check_mode(run_module, cluster, no_sleep):
     cluster.pods = [_pod("a"), _pod("ds", owner="DaemonSet"), _pod("m", ns="mon")]
     result, failed = _d(run_module, namespaces={"mon": "leave"})
     assert not failed and not result["changed"]
-    assert {r["pod"]: r["decision"] for r in result["plan"]} == {"team/a": "evict", "team/ds": "leave", "mon/m": "leave"}
+    assert {r["pod"]: r["decision"] for r in result["plan"]} == {
+        "team/a": "evict",
+        "team/ds": "leave",
+        "mon/m": "leave",
+    }
     assert [w[0] for w in cluster.writes] == ["event"]
     cluster.writes.clear()
     cluster.nodes_["gpu-0"]["spec"]["unschedulable"] = True
@@ -310,3 +314,41 @@ def test_drain_waits_for_wait_pods(run_module, cluster, no_sleep, monkeypatch):
     result, failed = _d(run_module, mode="act", namespaces={"train": "wait"}, poll=1, timeout=60)
     assert not failed and result["evicted"] == [] and not [w for w in cluster.writes if w[0] == "evict"]
     assert json.dumps(result["plan"]).count('"wait"') == 1
+
+
+# -- the GPU reset (on the host) ----------------------------------------------------------------------------------
+GPUS = "0, GPU-aaaaaaaa-0000, 00000000:07:00.0\n3, GPU-5c6f1a2b-0000-1111-2222-333344445555, 00000000:17:00.0\n"
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_reset_an_idle_gpu(run_module, commands, check_mode):
+    commands.tools.add("nvidia-smi")
+    commands.on(r"--query-gpu", (0, GPUS, ""))
+    args = {"index": 3, "uuid": EVENT["gpu"]["uuid"], "pci_bus_id": "0000:17:00.0"}
+    result, failed = run_module(gpu_reset, args, check_mode=check_mode)
+    assert not failed and result["changed"] and result["idle"] and result["reset"] is not check_mode
+    assert ("nvidia-smi -r -i 3" in commands.calls) is not check_mode
+
+
+def test_a_busy_gpu_is_not_reset(run_module, commands):
+    commands.tools.add("nvidia-smi")
+    commands.on(r"--query-gpu", (0, GPUS, ""))
+    commands.on(r"--query-compute-apps", (0, "4242, python\n", ""))
+    result, failed = run_module(gpu_reset, {"index": 3})
+    assert not failed and not result["changed"] and result["processes"] == ["4242 python"]
+    assert not [c for c in commands.calls if " -r " in c]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ({"index": 5}, "GPU index 5 is not on this host"),
+        ({"index": 3, "uuid": "GPU-bbbbbbbb-0000"}, "not GPU-bbbbbbbb-0000 as the event says"),
+        ({"index": 3, "pci_bus_id": "0000:18:00.0"}, "not 0000:18:00.0 as the event says"),
+    ],
+)
+def test_reset_refuses_another_gpu(run_module, commands, args, words):
+    commands.tools.add("nvidia-smi")
+    commands.on(r"--query-gpu", (0, GPUS, ""))
+    result, failed = run_module(gpu_reset, args)
+    assert failed and words in result["msg"] and not [c for c in commands.calls if " -r " in c]
