@@ -46,7 +46,8 @@ class Drain:
         if node is None:
             raise NotFound(f"node {name} does not exist in the cluster: nothing to drain.", node=name)
         acting = self.p["mode"] == "act" and not self.check_mode
-        if self.p["mode"] == "act" and not (node.get("spec") or {}).get("unschedulable"):
+        # (in check mode the quarantine before it only planned the cordon)
+        if acting and not (node.get("spec") or {}).get("unschedulable"):
             raise HostStateError(
                 f"node {name} is not cordoned: a drain now would see the evicted pods scheduled back on it. Nothing "
                 "was evicted. Fix: quarantine the node first (gpuops.platform.gpu_node_quarantine, "

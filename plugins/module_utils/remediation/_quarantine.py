@@ -229,7 +229,10 @@ class Quarantine:
             result["msg"] = f"{ev['alert']} on node {ev['node']}: {why}, nothing to do to the node"
             return result
         breaker = None
-        if target == "quarantined" and _policy.remediation_state(node) not in ("quarantined", "break-fix"):
+        if target in ("quarantined", "break-fix") and _policy.remediation_state(node) not in (
+            "quarantined",
+            "break-fix",
+        ):
             record = self.p["mode"] == "act" and not self.check_mode
             breaker = self._ask_breaker(ev["node"], record)
             if not breaker["allowed"]:

@@ -352,3 +352,17 @@ def test_reset_refuses_another_gpu(run_module, commands, args, words):
     commands.on(r"--query-gpu", (0, GPUS, ""))
     result, failed = run_module(gpu_reset, args)
     assert failed and words in result["msg"] and not [c for c in commands.calls if " -r " in c]
+
+
+def test_break_fix_of_a_node_not_quarantined_asks_the_breaker(run_module, cluster):
+    _q(run_module, mode="act", breaker={"max_nodes": 1})
+    result, failed = _q(
+        run_module, event=dict(EVENT, node="gpu-1"), mode="act", state="break_fix", breaker={"max_nodes": 1}
+    )
+    assert failed and "NOT quarantined" in result["msg"] and "unschedulable" not in cluster.nodes_["gpu-1"]["spec"]
+
+
+def test_drain_in_check_mode_plans_on_a_node_the_quarantine_would_cordon(run_module, cluster, no_sleep):
+    cluster.pods = [_pod("a")]
+    result, failed = _d(run_module, check_mode=True, mode="act")
+    assert not failed and result["changed"] and cluster.writes == []
