@@ -79,7 +79,7 @@ def repair_step(
             raise AnsibleFilterError(
                 f"repair_step: ladder.{fault_class}: {chosen!r} is not a list of reset, reboot, break_fix"
             )
-    gpu = event.get("gpu") if isinstance(event.get("gpu"), Mapping) else {}
+    gpu: Mapping[str, Any] = event["gpu"] if isinstance(event.get("gpu"), Mapping) else {}
     index = gpu.get("index")
     got = _policy.repair_step(
         event["fault_class"],

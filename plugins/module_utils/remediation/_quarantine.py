@@ -36,7 +36,9 @@ REASONS = {
 
 def _words(diffs: list[tuple[str, Any, Any]]) -> list[str]:
     """The changes in words, the cordon first: cordon; taints ...; label k=v; annotate (keys); remove (keys)."""
-    out, annotate, remove = [], [], []
+    out: list[str] = []
+    annotate: list[str] = []
+    remove: list[str] = []
     for field, _current, desired in diffs:
         if field == "spec.unschedulable":
             out.insert(0, "cordon" if desired else "uncordon")
