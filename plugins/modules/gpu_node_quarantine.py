@@ -197,6 +197,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils import _k8s  # noq
 from ansible_collections.gpuops.platform.plugins.module_utils._errors import InvalidInput  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._module import run_module  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.remediation import _api, _policy  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.remediation._event import validate_event  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.remediation._quarantine import Quarantine  # noqa: E402
 
 DRAIN_SPEC = {
@@ -261,6 +262,7 @@ def check_options(params: dict[str, Any]) -> None:
 def run(ctx: Any) -> dict[str, Any]:
     _k8s.require_client(ctx.module)
     check_options(ctx.params)
+    validate_event(ctx.params["event"])  # a bad event is named before any connection is made
     api_client = _k8s.new_api_client(ctx.params)
     api = _api.ClusterApi(api_client, _k8s.Reader(api_client))
     job = Quarantine(ctx.params, api, ctx.check_mode, lambda: now())
