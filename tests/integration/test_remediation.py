@@ -10,6 +10,9 @@ simulated DGX H100 node:
   (minAvailable 2 of 3: one pod goes, the other is held until a replacement is ready elsewhere, the run fails naming
   the budget and the node stays quarantined); the rerun (the same event) changes nothing of the quarantine, evicts
   the held pod and hands the node to break-fix (no host-prep connection in this inventory, no reboot allowed);
+- a memory fault (XID 48) on a node whose simulated host is in the inventory: the GPU is reset on that host
+  (nvidia-smi -r, the hostsim's shim logs it) and the node stays quarantined until the alert resolves; the resolved
+  event finds the host's fabric manager not running (the simulated DGX has none) and the node stays quarantined;
 - resolved: the node is re-validated (ready, no GPU operand of it not ready) and returned (uncordoned, gpuops' marks
   gone, the kwok taint kept);
 - a storm of events for five GPU nodes at once, the breaker at two nodes: exactly two quarantined, three refused
@@ -56,15 +59,17 @@ def event(node: str, status: str = "firing", **over) -> dict:
     return ev
 
 
-def remediate(cluster, tmp: Path, ev: dict, background: bool = False, **extra):
-    """ansible-playbook playbooks/remediate.yml with the event, on an inventory of the lab's controller only."""
+def remediate(cluster, tmp: Path, ev: dict, background: bool = False, gpu_hosts: dict | None = None, **extra):
+    """ansible-playbook playbooks/remediate.yml with the event, on an inventory of the lab's controller and, in
+    gpu_nodes, the simulated GPU hosts given (named like their nodes)."""
     inv = tmp / f"inv-{uuid.uuid4().hex[:6]}.yml"
     controller = {
         "ansible_connection": "local",
         "ansible_python_interpreter": str(REPO / ".venv/bin/python"),
         "gpuops_kubeconfig": cluster.kubeconfig,
     }
-    inv.write_text(yaml.safe_dump({"all": {"children": {"cluster_controller": {"hosts": {"localhost": controller}}}}}))
+    groups = {"cluster_controller": {"hosts": {"localhost": controller}}, "gpu_nodes": {"hosts": gpu_hosts or {}}}
+    inv.write_text(yaml.safe_dump({"all": {"children": groups}}))
     extra_file = tmp / f"extra-{uuid.uuid4().hex[:6]}.json"
     extra_file.write_text(json.dumps({"gpuops_remediation_event": ev, **extra}))
     argv = ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inv), "-e", f"@{extra_file}"]
@@ -230,3 +235,30 @@ def test_cpu_and_unknown_nodes_are_refused(cluster, core, add_nodes, breaker_ns,
     assert snapshot(cluster.api_client) == before
     if kind == "cpu":
         assert not core.read_node(node).spec.unschedulable
+
+
+def test_a_memory_fault_is_reset_on_the_nodes_host_and_a_failed_revalidation_keeps_it(
+    cluster, core, add_nodes, breaker_ns, tmp_path
+):
+    from gpuops_lab.hostsim.hosts import create_host
+
+    node = add_nodes("dgx-h100", 1)[0]
+    host = create_host("dgx-h100", node, tmp_path / "hosts")  # no fabric manager, driver loaded
+    gpu_hosts = {node: dict(host["hostvars"], host_prep_nvidia_driver="host")}
+    ev = event(
+        node, alert="GPUXidMemoryError", fault_class="memory", gpu={"uuid": None, "pci_bus_id": None, "index": 3}
+    )
+    r = remediate(cluster, tmp_path, ev, gpu_hosts=gpu_hosts, gpuops_remediation_mode="act", **breaker_ns)
+    assert r.returncode == 0, r.stdout[-4000:]
+    resets = (Path(host["tree"]) / "run/gpuops-sim/gpu-resets.log").read_text().split()
+    assert resets[0] == "3", resets
+    assert "GPU 3" in r.stdout and "was reset" in r.stdout
+    n = core.read_node(node)
+    assert n.metadata.labels[LABEL] == "quarantined" and n.spec.unschedulable is True
+
+    r = remediate(cluster, tmp_path, dict(ev, status="resolved"), gpu_hosts=gpu_hosts, gpuops_remediation_mode="act")
+    assert r.returncode != 0, r.stdout[-4000:]
+    assert "failed its re-validation" in r.stdout and "its host's checks failed" in r.stdout
+    assert "fabric" in r.stdout.lower()
+    n = core.read_node(node)
+    assert n.metadata.labels[LABEL] == "quarantined" and n.spec.unschedulable is True
