@@ -5,7 +5,11 @@
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
 
-"""The remediation event (what the rulebook passes as ``gpuops_remediation_event``) and its validation, field by
+"""The remediation of GPU faults on nodes is this package: the event (``_event``), the decisions as pure functions -
+the node's marks, the circuit breaker, the drain and the repair ladder (``_policy``) - and the calls that carry them
+out (``_api``, ``_quarantine``, ``_drain``, ``_reset``).
+
+The remediation event (what the rulebook passes as ``gpuops_remediation_event``) and its validation, field by
 field: a bad event is an InvalidInput naming the field, the value and what is expected, before anything is read
 or changed.
 
