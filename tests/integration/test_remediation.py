@@ -10,9 +10,6 @@ simulated DGX H100 node:
   (minAvailable 2 of 3: one pod goes, the other is held until a replacement is ready elsewhere, the run fails naming
   the budget and the node stays quarantined); the rerun (the same event) changes nothing of the quarantine, evicts
   the held pod and hands the node to break-fix (no host-prep connection in this inventory, no reboot allowed);
-- a memory fault (XID 48) on a node whose simulated host is in the inventory: the GPU is reset on that host
-  (nvidia-smi -r, the hostsim's shim logs it) and the node stays quarantined until the alert resolves; the resolved
-  event finds the host's fabric manager not running (the simulated DGX has none) and the node stays quarantined;
 - resolved: the node is re-validated (ready, no GPU operand of it not ready) and returned (uncordoned, gpuops' marks
   gone, the kwok taint kept);
 - a storm of events for five GPU nodes at once, the breaker at two nodes: exactly two quarantined, three refused
@@ -258,30 +255,3 @@ def test_cpu_and_unknown_nodes_are_refused(cluster, core, add_nodes, breaker_ns,
     assert same_snapshot(cluster, core, before)
     if kind == "cpu":
         assert not core.read_node(node).spec.unschedulable
-
-
-def test_a_memory_fault_is_reset_on_the_nodes_host_and_a_failed_revalidation_keeps_it(
-    cluster, core, add_nodes, breaker_ns, tmp_path
-):
-    from gpuops_lab.hostsim.hosts import create_host
-
-    node = add_nodes("dgx-h100", 1)[0]
-    host = create_host("dgx-h100", node, tmp_path / "hosts")  # no fabric manager, driver loaded
-    gpu_hosts = {node: dict(host["hostvars"], host_prep_nvidia_driver="host")}
-    ev = event(
-        node, alert="GPUXidMemoryError", fault_class="memory", gpu={"uuid": None, "pci_bus_id": None, "index": 3}
-    )
-    r = remediate(cluster, tmp_path, ev, gpu_hosts=gpu_hosts, gpuops_remediation_mode="act", **breaker_ns)
-    assert r.returncode == 0, r.stdout[-4000:]
-    resets = (Path(host["tree"]) / "run/gpuops-sim/gpu-resets.log").read_text().split()
-    assert resets[0] == "3", resets
-    assert "GPU 3" in r.stdout and "was reset" in r.stdout
-    n = core.read_node(node)
-    assert n.metadata.labels[LABEL] == "quarantined" and n.spec.unschedulable is True
-
-    r = remediate(cluster, tmp_path, dict(ev, status="resolved"), gpu_hosts=gpu_hosts, gpuops_remediation_mode="act")
-    assert r.returncode != 0, r.stdout[-4000:]
-    assert "failed its re-validation" in r.stdout and "its host's checks failed" in r.stdout
-    assert "fabric" in r.stdout.lower()
-    n = core.read_node(node)
-    assert n.metadata.labels[LABEL] == "quarantined" and n.spec.unschedulable is True
