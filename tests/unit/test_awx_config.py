@@ -41,7 +41,7 @@ AWX_OPTIONS = {
     "job_template": {"name", "playbook", "job_type", "credentials", "diff_mode", "ask_tags_on_launch",
                      "job_slice_count", "survey_enabled", "survey_spec", "project", "inventory",
                      "execution_environment", "organization", "ask_variables_on_launch", "ask_limit_on_launch",
-                     "allow_simultaneous", "state"},
+                     "allow_simultaneous", "job_tags", "state"},
     "workflow_job_template": {"name", "workflow_nodes", "organization", "inventory", "state"},
 }  # fmt: skip
 # required=True in those argument specs, and what the AWX API requires besides (a job template's project, playbook
@@ -272,3 +272,20 @@ def test_the_upgrade_survey_offers_only_versions_the_compatibility_table_knows()
     ]
     assert set(question["choices"]) <= set(_upgrade.GPU_OPERATOR), question["choices"]
     assert question["default"] in question["choices"]
+
+
+def _task_tags(tasks: list[dict]) -> set[str]:
+    out: set[str] = set()
+    for task in tasks:
+        out |= set(task.get("tags") or [])
+        out |= _task_tags(task.get("block") or []) | _task_tags(task.get("rescue") or [])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(n for n, t in TEMPLATES.items() if t.get("job_tags")))
+def test_a_templates_tags_select_tasks_of_its_playbook(name):
+    """A template that runs one step (job_tags) names tags its playbook's tasks carry: a misspelt tag would run the
+    playbook's `always` tasks only and end green having done nothing."""
+    t = TEMPLATES[name]
+    tags = {tag for p in plays(REPO / t["playbook"]) for tag in _task_tags(p.get("tasks") or [])}
+    assert set(t["job_tags"].split(",")) <= tags, (name, sorted(tags))

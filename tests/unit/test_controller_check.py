@@ -43,7 +43,7 @@ def test_the_playbooks_with_cluster_plays_are_known():
     assert names == {
         "site.yml",
         *(f"playbooks/{n}.yml" for n in ("site", "operators", "upgrade", "uninstall", "validate", "diagnose", "smoke")),
-        *(f"playbooks/{n}.yml" for n in ("onboard_node", "preflight")),
+        *(f"playbooks/{n}.yml" for n in ("onboard_node", "preflight", "remediate")),
     }
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 import yaml
 from ansible_collections.gpuops.platform.plugins.filter.aligned_columns import FilterModule as AlignedColumns
+from ansible_collections.gpuops.platform.plugins.filter.quarantined_nodes import FilterModule as QuarantinedNodes
 from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _monitoring
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "playbooks/templates/diagnosis.txt.j2"
@@ -41,7 +42,8 @@ DIAG = {
 
 def render(diagnosis=None, **variables):
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
-    env.filters.update({f"gpuops.platform.{k}": v for k, v in AlignedColumns().filters().items()})
+    for plugin in (AlignedColumns(), QuarantinedNodes()):
+        env.filters.update({f"gpuops.platform.{k}": v for k, v in plugin.filters().items()})
     return env.from_string(TEMPLATE.read_text()).render(gpuops_diagnosis=diagnosis or DIAG, **variables)
 
 
@@ -188,3 +190,51 @@ def test_the_onboarded_nodes_row_is_read_as_diagnose_reads_it():
         i for i, t in enumerate(tasks) if (t.get("kubernetes.core.k8s_drain") or {}).get("state") == "uncordon"
     ]
     assert uncordon < status < printed
+
+
+QUARANTINED_NODE = {
+    "metadata": {
+        "name": "dgx-h100-1",
+        "labels": {"gpuops.platform/remediation": "quarantined"},
+        "annotations": {
+            "gpuops.platform/remediation.alert": "GPUXidFallenOffBus",
+            "gpuops.platform/remediation.fault-class": "bus",
+            "gpuops.platform/remediation.gpu-index": "3",
+            "gpuops.platform/remediation.gpu-uuid": "GPU-5c6f1a2b-0000",
+            "gpuops.platform/remediation.fault-since": "2026-11-28T08:00:00Z",
+            "gpuops.platform/remediation.at": "2026-11-28T08:00:20Z",
+        },
+    },
+    "spec": {"unschedulable": True},
+}
+
+
+def test_the_quarantined_nodes_and_why():
+    objects = {"marked": {"resources": [QUARANTINED_NODE]}, "breaker": {"resources": []}}
+    text = render(_diagnose_remediation={"objects": objects})
+    table = text.split("QUARANTINED (gpuops remediation)\n", 1)[1].splitlines()
+    assert table[0].split()[:3] == ["NODE", "STATE", "CORDONED"]
+    assert table[1].split() == [
+        "dgx-h100-1",
+        "quarantined",
+        "True",
+        "GPUXidFallenOffBus",
+        "bus",
+        "GPU",
+        "3",
+        "(GPU-5c6f1a2b-0000)",
+        "2026-11-28T08:00:00Z",
+        "2026-11-28T08:00:20Z",
+    ]
+    assert "CIRCUIT BREAKER OPEN" not in text
+
+
+def test_an_open_breaker_is_said_with_how_to_close_it():
+    breaker = {"data": {"status": "TRIPPED", "reason": "2 of 64 GPU nodes are quarantined already"}}
+    text = render(_diagnose_remediation={"objects": {"marked": {"resources": []}, "breaker": {"resources": [breaker]}}})
+    assert "QUARANTINED" not in text
+    assert "CIRCUIT BREAKER OPEN" in text and "2 of 64 GPU nodes" in text and '"status":"CLOSED"' in text
+
+
+def test_no_remediation_read_no_table():
+    assert "QUARANTINED" not in render() and "CIRCUIT BREAKER" not in render()

@@ -37,7 +37,7 @@ class _OnFirstUse:
 kernel = _OnFirstUse("kernel")
 
 SBIN = ("modprobe", "rmmod", "lsmod", "modinfo", "depmod", "update-grub")
-BIN = ("systemctl", "apt-get", "mokutil", "uname")
+BIN = ("systemctl", "apt-get", "mokutil", "uname", "nvidia-smi")
 
 
 def install(host: Host, python: str, hack: str, initramfs_tool: str) -> None:
@@ -655,6 +655,71 @@ def apt_get(host: Host, args: list[str]) -> int:
     return 100
 
 
+# ---------------------------------------------------------------- nvidia-smi (the remediation's GPU reset)
+
+# What a test sets in the host's /run (SIM_RUN): the processes using a GPU (gpu-processes/<index>, "pid, name" lines)
+# and the GPUs that fell off the bus (gpu-lost/<bus id>: not listed); each reset is appended to gpu-resets.log.
+NVIDIA_CLASSES = ("0x0300", "0x0302")
+
+
+def _nvidia_gpus(host: Host) -> list[dict[str, Any]]:
+    """The NVIDIA GPUs bound to the nvidia driver, by PCI address (NVML's 8-digit domain), indexed in that order;
+    a UUID derived from the host's tree and the address (stable across calls)."""
+    import os
+    import uuid
+
+    base = host.p("/sys/bus/pci/devices")
+    out = []
+    for bdf in sorted(os.listdir(base)) if base.is_dir() else []:
+        dev = base / bdf
+        if read(dev / "vendor").strip() != "0x10de" or not read(dev / "class").strip().startswith(NVIDIA_CLASSES):
+            continue
+        if not (dev / "driver").exists() or os.path.basename(os.readlink(dev / "driver")) != "nvidia":
+            continue
+        if host.p(f"/{SIM_RUN}/gpu-lost/{bdf}").exists():
+            continue
+        bus = f"0000{bdf}".upper() if len(bdf.split(":")[0]) == 4 else bdf.upper()
+        out.append({"bus": bus, "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'{host.tree}/{bdf}')}"})
+    return [dict(g, index=i) for i, g in enumerate(out)]
+
+
+def nvidia_smi(host: Host, args: list[str]) -> int:
+    """The queries and the reset the remediation uses: --query-gpu=index,uuid,pci.bus_id, --query-compute-apps=pid,
+    process_name (-i N), -r -i N; --format=csv,noheader. Without the nvidia module loaded it fails as the real one."""
+    if "nvidia" not in kernel.loaded(host):
+        print(
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+            "NVIDIA driver is installed and running."
+        )
+        return 9
+    gpus = _nvidia_gpus(host)
+    index = int(args[args.index("-i") + 1]) if "-i" in args else None
+    chosen = [g for g in gpus if index is None or g["index"] == index]
+    if index is not None and not chosen:
+        err(f"No devices were found matching the index {index}")
+        return 6
+    if "--query-gpu=index,uuid,pci.bus_id" in args:
+        for g in chosen:
+            print(f"{g['index']}, {g['uuid']}, {g['bus']}")
+        return 0
+    if "--query-compute-apps=pid,process_name" in args:
+        for g in chosen:
+            print(read(host.p(f"/{SIM_RUN}/gpu-processes/{g['index']}")).strip() or "", end="")
+        print()
+        return 0
+    if "-r" in args and chosen and index is not None:
+        g = chosen[0]
+        if read(host.p(f"/{SIM_RUN}/gpu-processes/{index}")).strip():
+            err(f"Unable to reset GPU {g['bus']} because it's being used by some other process.")
+            return 255
+        log = host.p(f"/{SIM_RUN}/gpu-resets.log")
+        write(log, read(log) + f"{g['index']} {g['uuid']} {g['bus']}\n")
+        print(f"GPU {g['bus']} was successfully reset.")
+        return 0
+    err(f"nvidia-smi (gpuops hostsim shim): not simulated: {' '.join(args)}")
+    return 2
+
+
 TOOLS: dict[str, Callable[[Host, list[str]], int]] = {
     "modprobe": modprobe,
     "rmmod": rmmod,
@@ -668,6 +733,7 @@ TOOLS: dict[str, Callable[[Host, list[str]], int]] = {
     "systemctl": systemctl,
     "apt-get": apt_get,
     "uname": uname,
+    "nvidia-smi": nvidia_smi,
 }
 
 

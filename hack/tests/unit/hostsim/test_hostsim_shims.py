@@ -167,3 +167,41 @@ def test_ofed_info_of_doca_ofed(fresh):
     prof["host"]["ofed"] = {"kind": "doca", "version": "25.01-0.6.0"}
     ((rc, out, _err),) = steps(fresh(prof), "ofed_info -s")
     assert (rc, out) == (0, "OFED-internal-25.01-0.6.0:\n")
+
+
+def test_nvidia_smi_lists_resets_an_idle_gpu_and_refuses_a_busy_one(fresh):
+    """The remediation's GPU reset: the GPUs bound to nvidia (NVML's 8-digit PCI domain, stable UUIDs), the processes
+    a test puts on a GPU, a reset logged, a busy GPU refused, a lost GPU not listed; no driver, no answer."""
+    tree = fresh("dgx-h100")
+    run = "/run/gpuops-sim"
+    q = "nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader"
+    r = steps(
+        tree,
+        q,
+        q,
+        f"mkdir -p {run}/gpu-processes && echo '4242, python' > {run}/gpu-processes/1",
+        "nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader -i 1",
+        "nvidia-smi -r -i 0",
+        "nvidia-smi -r -i 1",
+        f"cat {run}/gpu-resets.log",
+        "nvidia-smi -r -i 99",
+    )
+    gpus = [line.split(", ") for line in r[0][1].splitlines()]
+    assert r[0][0] == 0 and len(gpus) == 8 and r[0][1] == r[1][1]
+    assert [g[0] for g in gpus] == [str(i) for i in range(8)]
+    assert all(g[1].startswith("GPU-") and g[2].startswith("00000000:") for g in gpus)
+    assert r[3][1].strip() == "4242, python"
+    assert r[4][0] == 0 and f"GPU {gpus[0][2]} was successfully reset." in r[4][1]
+    assert r[5][0] != 0 and "being used by some other process" in r[5][2]
+    assert r[6][1].split() == [gpus[0][0], gpus[0][1], gpus[0][2]]
+    assert r[7][0] != 0
+    lost = gpus[2][2][4:].lower()
+    r = steps(
+        tree,
+        f"mkdir -p {run}/gpu-lost && touch {run}/gpu-lost/{lost}",
+        q,
+        "modprobe -r nvidia_uvm nvidia_modeset nvidia",
+        q,
+    )
+    assert len(r[1][1].splitlines()) == 7 and lost.upper() not in r[1][1].upper()
+    assert r[3][0] == 9 and "couldn't communicate with the NVIDIA driver" in r[3][1]

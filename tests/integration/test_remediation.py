@@ -1,0 +1,257 @@
+"""playbooks/remediate.yml on the lab (the real API server, its PodDisruptionBudget controller and the Eviction API;
+kwok runs the pods), with the event the gpu_health rulebook sends for an XID 79 (GPUXidFallenOffBus) on one GPU of a
+simulated DGX H100 node:
+
+- dry run: nothing changes but Events - an API snapshot (gpuops_lab.testing.snapshot) is the same before and after,
+  the node stays schedulable, the workload's pods stay - and the plan (cordon, the pods the drain would evict, the
+  repair step) is printed and recorded as a GpuopsRemediationPlanned Event on the node;
+- act: the node is cordoned, labelled and annotated (alert, fault class, GPU UUID and PCI bus id, the time, by
+  gpuops) and a GpuopsQuarantined Event is on it; the drain evicts the workload's pods within their budget
+  (minAvailable 2 of 3: one pod goes, the other is held until a replacement is ready elsewhere, the run fails naming
+  the budget and the node stays quarantined); the rerun (the same event) changes nothing of the quarantine, evicts
+  the held pod and hands the node to break-fix (no host-prep connection in this inventory, no reboot allowed);
+- resolved: the node is re-validated (ready, no GPU operand of it not ready) and returned (uncordoned, gpuops' marks
+  gone, the kwok taint kept);
+- a storm of events for five GPU nodes at once, the breaker at two nodes: exactly two quarantined, three refused
+  with the breaker's message, the breaker open (TRIPPED), nothing done to the refused nodes;
+- a CPU node and a node that does not exist: refused, nothing changed (API snapshot).
+
+Each test keeps the breaker's state in its own namespace (gpuops_remediation_namespace)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from gpuops_lab.k8s import wait_for
+from gpuops_lab.testing import snapshot
+from kubernetes import client
+
+REPO = Path(__file__).resolve().parents[2]
+KWOK = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
+LABEL = "gpuops.platform/remediation"
+A = "gpuops.platform/remediation."
+
+
+def event(node: str, status: str = "firing", **over) -> dict:
+    ev = {
+        "node": node,
+        "alert": "GPUXidFallenOffBus",
+        "fault_class": "bus",
+        "action": "quarantine",
+        "severity": "critical",
+        "gpu": {"uuid": "GPU-5c6f1a2b-0000-1111-2222-333344445555", "pci_bus_id": "00000000:17:00.0", "index": 3},
+        "starts_at": "2026-11-28T08:00:00Z",
+        "fingerprint": f"fp{uuid.uuid5(uuid.NAMESPACE_DNS, node).hex[:14]}",
+        "labels": {"Hostname": node, "gpu": "3", "err_code": "79"},
+        "annotations": {"summary": "XID 79"},
+        "status": status,
+    }
+    ev.update(over)
+    return ev
+
+
+def remediate(cluster, tmp: Path, ev: dict, background: bool = False, gpu_hosts: dict | None = None, **extra):
+    """ansible-playbook playbooks/remediate.yml with the event, on an inventory of the lab's controller and, in
+    gpu_nodes, the simulated GPU hosts given (named like their nodes)."""
+    inv = tmp / f"inv-{uuid.uuid4().hex[:6]}.yml"
+    controller = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": str(REPO / ".venv/bin/python"),
+        "gpuops_kubeconfig": cluster.kubeconfig,
+    }
+    groups = {"cluster_controller": {"hosts": {"localhost": controller}}, "gpu_nodes": {"hosts": gpu_hosts or {}}}
+    inv.write_text(yaml.safe_dump({"all": {"children": groups}}))
+    extra_file = tmp / f"extra-{uuid.uuid4().hex[:6]}.json"
+    extra_file.write_text(json.dumps({"gpuops_remediation_event": ev, **extra}))
+    argv = ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inv), "-e", f"@{extra_file}"]
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
+    if background:
+        return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, check=False)
+
+
+def node_events(core, node: str) -> dict[str, list[str]]:
+    got = core.list_namespaced_event("default", field_selector=f"involvedObject.kind=Node,involvedObject.name={node}")
+    out: dict[str, list[str]] = {}
+    for e in got.items:
+        out.setdefault(e.reason, []).append(e.message)
+    return out
+
+
+def pod(name: str, node: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "train"}, "annotations": {"sim.gpuops.io/run-until-deleted": "1"}},
+        "spec": {
+            "nodeName": node,
+            "tolerations": KWOK,
+            "containers": [{"name": "c", "image": "registry.example/train:1"}],
+        },
+    }
+
+
+def same_snapshot(cluster, core, before: dict) -> bool:
+    """The API snapshot equals ``before``, but for the objects of namespaces an earlier test left terminating (the
+    namespace controller removes them on its own schedule)."""
+    going = {n.metadata.name for n in core.list_namespace().items if n.metadata.deletion_timestamp is not None}
+    after = snapshot(cluster.api_client)
+    keys = {k for k in before.keys() | after.keys() if k[1] not in going and not (k[1] == "" and k[2] in going)}
+    return {k: before.get(k) for k in keys} == {k: after.get(k) for k in keys}
+
+
+def advertise(core, node: str) -> None:
+    """What the device plugin does on a healthy node: its GPUs in the node's capacity and allocatable."""
+    status = core.read_node_status(node).status
+    gpus = {"nvidia.com/gpu": "8"}
+    body = {"status": {"capacity": {**status.capacity, **gpus}, "allocatable": {**status.allocatable, **gpus}}}
+    core.patch_node_status(node, body)
+    assert wait_for(lambda: (core.read_node(node).status.allocatable or {}).get("nvidia.com/gpu") == "8", 30)
+
+
+def running(core, namespace: str, names: list[str]) -> bool:
+    pods = {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
+    return all(n in pods and pods[n].status.phase == "Running" for n in names)
+
+
+@pytest.fixture
+def breaker_ns(namespace):
+    return {"gpuops_remediation_namespace": namespace}
+
+
+def test_xid79_dry_run_then_act_then_return(cluster, core, namespace, add_nodes, breaker_ns, tmp_path):
+    node, other = add_nodes("dgx-h100", 2)
+    policy = client.PolicyV1Api(cluster.api_client)
+    for name, where in (("train-0", node), ("train-1", node), ("train-2", other)):
+        core.create_namespaced_pod(namespace, pod(name, where))
+    policy.create_namespaced_pod_disruption_budget(
+        namespace,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "train"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "train"}}},
+        },
+    )
+
+    def allowed(n: int):
+        return lambda: (
+            (policy.read_namespaced_pod_disruption_budget("train", namespace).status.disruptions_allowed or 0) == n
+        )
+
+    assert wait_for(lambda: running(core, namespace, ["train-0", "train-1", "train-2"]), 60)
+    assert wait_for(allowed(1), 60), "the PodDisruptionBudget never allowed one disruption"
+    ev = event(node)
+
+    # dry run: only Events
+    before = snapshot(cluster.api_client)
+    r = remediate(cluster, tmp_path, ev, **breaker_ns)
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert same_snapshot(cluster, core, before)
+    assert not core.read_node(node).spec.unschedulable
+    assert running(core, namespace, ["train-0", "train-1", "train-2"])
+    assert "would: cordon" in r.stdout and f"{namespace}/train-0" in r.stdout and "evict" in r.stdout
+    planned = node_events(core, node)["GpuopsRemediationPlanned"]
+    assert any("dry run" in m and "cordon" in m for m in planned)
+    assert any("would evict or wait for" in m and f"{namespace}/train-1" in m for m in planned)
+
+    # act: quarantined; the budget lets one pod go and holds the other until the drain's timeout
+    r = remediate(
+        cluster, tmp_path, ev, gpuops_remediation_mode="act", gpuops_remediation_drain={"timeout": 15}, **breaker_ns
+    )
+    assert r.returncode != 0, r.stdout[-4000:]
+    assert "did not finish within 15 s" in r.stdout and f"PodDisruptionBudget {namespace}/train" in r.stdout
+    n = core.read_node(node)
+    assert n.spec.unschedulable is True
+    assert n.metadata.labels[LABEL] == "quarantined"
+    ann = n.metadata.annotations
+    assert ann[A + "alert"] == "GPUXidFallenOffBus" and ann[A + "fault-class"] == "bus"
+    assert ann[A + "gpu-uuid"] == ev["gpu"]["uuid"] and ann[A + "gpu-pci-bus-id"] == "00000000:17:00.0"
+    assert ann[A + "by"] == "gpuops" and ann[A + "at"] and ann[A + "cordoned"] == "true"
+    assert any("GPUXidFallenOffBus" in m for m in node_events(core, node)["GpuopsQuarantined"])
+    left = [p.metadata.name for p in core.list_namespaced_pod(namespace).items if p.spec.node_name == node]
+    assert len(left) == 1, left  # minAvailable 2 of 3: exactly one evicted
+    assert wait_for(allowed(0), 30)
+
+    # a replacement elsewhere: the same event again evicts the held pod and, with no host to reset, hands to break-fix
+    core.create_namespaced_pod(namespace, pod("train-3", other))
+    assert wait_for(allowed(1), 60)
+    marks = dict(core.read_node(node).metadata.annotations)
+    r = remediate(
+        cluster, tmp_path, ev, gpuops_remediation_mode="act", gpuops_remediation_drain={"timeout": 60}, **breaker_ns
+    )
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert not [p for p in core.list_namespaced_pod(namespace).items if p.spec.node_name == node]
+    n = core.read_node(node)
+    assert n.metadata.labels[LABEL] == "break-fix" and n.spec.unschedulable is True
+    assert {k: v for k, v in n.metadata.annotations.items() if k != A + "break-fix"} == marks
+    assert len(node_events(core, node)["GpuopsQuarantined"]) == 1  # the repeated event recorded no second one
+    assert "GpuopsBreakFix" in node_events(core, node) and "GpuopsDrained" in node_events(core, node)
+
+    # resolved: without its GPUs advertised the node fails its re-validation and stays quarantined
+    r = remediate(cluster, tmp_path, event(node, status="resolved"), gpuops_remediation_mode="act", **breaker_ns)
+    assert r.returncode != 0 and "failed its re-validation" in r.stdout and "gpu-resource-missing" in r.stdout
+    assert core.read_node(node).spec.unschedulable is True
+    # the device plugin advertises the GPUs again (what the simulated GPU Operator does): re-validated and returned
+    advertise(core, node)
+    r = remediate(cluster, tmp_path, event(node, status="resolved"), gpuops_remediation_mode="act", **breaker_ns)
+    assert r.returncode == 0, r.stdout[-4000:]
+    n = core.read_node(node)
+    assert not n.spec.unschedulable
+    assert LABEL not in (n.metadata.labels or {})
+    assert not [k for k in n.metadata.annotations or {} if k.startswith(A)]
+    assert [t.key for t in n.spec.taints or []] == ["kwok.x-k8s.io/node"]
+    assert "GpuopsReturned" in node_events(core, node)
+    cm = core.read_namespaced_config_map("gpuops-remediation-breaker", namespace)
+    assert json.loads(cm.data["active"]) == {} and cm.data["status"] == "CLOSED"
+
+
+def test_a_storm_trips_the_breaker(cluster, core, namespace, add_nodes, breaker_ns, tmp_path):
+    nodes = add_nodes("dgx-h100", 5)
+    limits = {"max_nodes": 2, "max_percent": 0, "max_actions": 0}
+    runs = [
+        remediate(
+            cluster,
+            tmp_path,
+            event(n),
+            background=True,
+            gpuops_remediation_mode="act",
+            gpuops_remediation_breaker=limits,
+            gpuops_remediation_repair=False,
+            **breaker_ns,
+        )
+        for n in nodes
+    ]
+    outputs = [(p.wait(timeout=600), p.stdout.read() if p.stdout else "") for p in runs]
+    quarantined = [n for n in nodes if (core.read_node(n).metadata.labels or {}).get(LABEL)]
+    refused = [n for n, (rc, out) in zip(nodes, outputs, strict=True) if rc != 0 and "circuit breaker" in out]
+    assert len(quarantined) == 2, outputs
+    assert sorted(refused) == sorted(set(nodes) - set(quarantined)), outputs
+    for n in refused:
+        node = core.read_node(n)
+        assert not node.spec.unschedulable and LABEL not in (node.metadata.labels or {})
+        assert not [k for k in node.metadata.annotations or {} if k.startswith(A)]
+        assert "GpuopsCircuitBreakerOpen" in node_events(core, n)
+    out = dict(zip(nodes, outputs, strict=True))[refused[0]][1]
+    assert "A person decides" in out
+    cm = core.read_namespaced_config_map("gpuops-remediation-breaker", namespace)
+    assert cm.data["status"] == "TRIPPED" and sorted(json.loads(cm.data["active"])) == sorted(quarantined)
+
+
+@pytest.mark.parametrize("kind", ["cpu", "unknown"])
+def test_cpu_and_unknown_nodes_are_refused(cluster, core, add_nodes, breaker_ns, tmp_path, kind):
+    node = add_nodes("cpu-only", 1)[0] if kind == "cpu" else f"ghost-{uuid.uuid4().hex[:6]}"
+    before = snapshot(cluster.api_client)
+    r = remediate(cluster, tmp_path, event(node), gpuops_remediation_mode="act", **breaker_ns)
+    assert r.returncode != 0
+    assert ("is not a GPU node of this platform" if kind == "cpu" else "does not exist in the cluster") in r.stdout
+    assert "nothing was changed" in r.stdout
+    assert same_snapshot(cluster, core, before)
+    if kind == "cpu":
+        assert not core.read_node(node).spec.unschedulable
