@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from ansible_collections.gpuops.platform.plugins.module_utils import (
-    _diag_batch,
     _diag_scheduling,
     _diagnosis,
     _network_status,
@@ -37,6 +36,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import
     OPERATOR_LABELS,
     VENDORS,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _diag_batch
 
 CLUSTER_POLICY = ("nvidia.com", "v1", "clusterpolicies")
 DEVICE_CONFIG = ("amd.com", "v1alpha1", "deviceconfigs")

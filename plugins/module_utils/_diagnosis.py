@@ -20,7 +20,6 @@ from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import (
     _diag_amd,
-    _diag_batch,
     _diag_general,
     _diag_network,
     _diag_nvidia,
@@ -33,6 +32,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._diag_common impor
     node_ref,
     pod_ref,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _diag_batch
 
 # finding, node_ref and pod_ref are re-exported for rules written outside the _diag_* files
 __all__ = ["RULES", "RULE_TABLE", "RULE_VENDOR", "SEVERITIES", "diagnose", "finding", "node_ref", "pod_ref"]

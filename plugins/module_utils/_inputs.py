@@ -30,7 +30,7 @@ from ansible.module_utils.common.validation import (
     check_type_path,
     check_type_str,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils import _kai
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kai
 
 Finding = dict[str, Any]
 

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _kueue, _network, _sriov_policy
+from ansible_collections.gpuops.platform.plugins.module_utils import _network, _sriov_policy
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue
 
 Obj = dict[str, Any]
 Unmet = Optional[str]  # noqa: UP045 - a runtime alias: module_utils still import on Python 3.9

@@ -15,7 +15,8 @@ from kubernetes import client
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / ".state/collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _diag_batch, _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils import _cluster_status, _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _diag_batch  # noqa: E402
 
 API = ("kueue.x-k8s.io", "v1beta2")
 KWOK = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]

@@ -9,7 +9,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.batch_queues import batch_queues
 from ansible_collections.gpuops.platform.plugins.filter.batch_queues_owned import batch_queues_owned
-from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _queue_tree, _volcano
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kai, _queue_tree, _volcano
 
 NODES = [
     {"metadata": {"name": f"gpu-{i}"}, "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "64"}}}

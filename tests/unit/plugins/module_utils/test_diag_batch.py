@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _diag_batch as db
 from ansible_collections.gpuops.platform.plugins.module_utils import _diagnosis
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _diag_batch as db
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 STAMP = "2027-01-15T07:59:00Z"  # a minute before NOW
