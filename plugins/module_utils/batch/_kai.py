@@ -36,6 +36,7 @@ Finding = dict[str, Any]
 Obj = dict[str, Any]
 
 API_VERSION = "scheduling.run.ai/v2"
+QUEUE_CRD = "queues.scheduling.run.ai"
 OWNER_LABELS = _owned.owner_labels("kai_scheduler")
 OWNER_SELECTOR = _owned.selector(OWNER_LABELS)
 KINDS = ("Queue",)
@@ -241,7 +242,8 @@ def build(
     sharing_pools: Any = None,
 ) -> dict[str, Any]:
     """``sharing_pools``: gpu_sharing_pools (a ``kai_fraction`` pool turns GPU sharing on)."""
-    findings = kueue_findings(str(variables.get("kai_scheduler_chart_version") or ""), crd_names)
+    removing = variables.get("kai_scheduler_state") == "absent"  # removing KAI next to Kueue is no conflict
+    findings = [] if removing else kueue_findings(str(variables.get("kai_scheduler_chart_version") or ""), crd_names)
     findings += sharing_findings(variables, sharing_pools)
     defaults = DEFAULT_QUEUES if variables.get("kai_scheduler_default_queues", True) else ()
     tree = _queue_tree.Tree(
@@ -262,6 +264,11 @@ def build(
     leaves = sorted(n for n in facts if n not in {p for p in parents.values() if p})
     findings += capacity_findings(facts, nodes)
     return {
+        "scheduler": "kai_scheduler",
+        # the Queues' API and CRD, and what holds a queue (pods that name it): read by the shared task set
+        "api_version": API_VERSION,
+        "crd": QUEUE_CRD,
+        "holders": {"api_version": "v1", "kind": "Pod", "label_selectors": [QUEUE_LABEL]},
         "chart_values": chart_values(variables, sharing_pools),
         # parents before children: a webhook validating the hierarchy reads the parent
         "queues": _queue_tree.children_first(objs, objs, "parentQueue")[::-1],

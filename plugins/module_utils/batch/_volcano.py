@@ -36,6 +36,7 @@ Finding = dict[str, Any]
 Obj = dict[str, Any]
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
+QUEUE_CRD = "queues.scheduling.volcano.sh"
 OWNER_LABELS = _owned.owner_labels("volcano")
 OWNER_SELECTOR = _owned.selector(OWNER_LABELS)
 KINDS = ("Queue",)
@@ -348,6 +349,11 @@ def build(
     findings += _queue_tree.tree_findings(tree, facts, ("guarantee", "deserved"), "capability")
     findings += capacity_findings(facts, nodes)
     return {
+        "scheduler": "volcano",
+        # the Queues' API and CRD, and what holds a queue (its PodGroups): read by the shared task set
+        "api_version": API_VERSION,
+        "crd": QUEUE_CRD,
+        "holders": {"api_version": API_VERSION, "kind": "PodGroup", "label_selectors": []},
         "chart_values": chart_values(variables),
         # parents before children: a webhook validating the hierarchy reads the parent
         "queues": _queue_tree.children_first(objs, objs, "parent")[::-1],
