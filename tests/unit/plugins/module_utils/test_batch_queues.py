@@ -509,3 +509,47 @@ def test_kai_gpu_sharing_follows_the_sharing_model(given, pools, sharing, expect
     if expect:
         f = built["findings"][0]
         assert "l40s-frac" in f["evidence"][0] and "pending" in f["cause"]
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "variables", "crds", "expect"),
+    [
+        (
+            "volcano",
+            vvars([]),
+            ["queues.scheduling.volcano.sh"],
+            {
+                "scheduler": "volcano",
+                "api_version": "scheduling.volcano.sh/v1beta1",
+                "crd": "queues.scheduling.volcano.sh",
+                "holders": {"api_version": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "label_selectors": []},
+            },
+        ),
+        (
+            "kai_scheduler",
+            kvars([]),
+            [],
+            {
+                "scheduler": "kai_scheduler",
+                "api_version": "scheduling.run.ai/v2",
+                "crd": "queues.scheduling.run.ai",
+                "holders": {"api_version": "v1", "kind": "Pod", "label_selectors": ["kai.scheduler/queue"]},
+            },
+        ),
+    ],
+)
+def test_what_the_shared_task_set_reads(scheduler, variables, crds, expect):
+    """The batch_scheduler role reads each scheduler's own objects from its rules, not from YAML."""
+    built = batch_queues(variables, scheduler, [], crds)
+    assert {k: built[k] for k in expect} == expect
+
+
+@pytest.mark.parametrize(
+    ("state", "expect"),
+    [("present", ["kai-kueue-topology-conflict"]), ("absent", []), (None, ["kai-kueue-topology-conflict"])],
+)
+def test_kai_kueue_conflict_only_when_installing(state, expect):
+    """An old KAI next to Kueue is refused on install; removing it is no conflict."""
+    given = {} if state is None else {"kai_scheduler_state": state}
+    variables = kvars([], kai_scheduler_chart_version="v0.10.5", **given)
+    assert errors(_kai.build(variables, [], ["topologies.kueue.x-k8s.io"])["findings"]) == expect
