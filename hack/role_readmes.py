@@ -25,6 +25,7 @@ HEADER = (
 # The user guide of each role (docs/), linked from its README.
 GUIDES = {
     "amd_gpu_operator": "gpu_operators.md",
+    "batch_scheduler": "schedulers.md",
     "gpu_operator": "gpu_operators.md",
     "gpu_sharing": "sharing.md",
     "gpuops": "variables.md",

@@ -10,11 +10,11 @@ short_description: What the volcano or kai_scheduler role applies (chart values,
 version_added: 0.3.0
 author: gpuops.platform maintainers
 description:
-  - The rules of the volcano and kai_scheduler roles (in the collection's private module_utils C(_volcano), C(_kai)
-    and C(_queue_tree)) - from the role's variables and the cluster's nodes, the chart values and the Queues, and the
-    findings (a queue tree whose children's quotas exceed the parent's, an unknown parent, a cycle, a cap above an
-    ancestor's, Volcano's own rules on guarantee, deserved and capability, a KAI limit below its quota, quotas above
-    the cluster's capacity as a warning).
+  - The rules of the volcano and kai_scheduler roles (in the collection's private module_utils C(batch/_volcano),
+    C(batch/_kai) and C(batch/_queue_tree)) - from the role's variables and the cluster's nodes, the chart values
+    and the Queues, and the findings (a queue tree whose children's quotas exceed the parent's, an unknown parent, a
+    cycle, a cap above an ancestor's, Volcano's own rules on guarantee, deserved and capability, a KAI limit below its
+    quota, quotas above the cluster's capacity as a warning).
 positional: scheduler, nodes, crds, sharing_pools
 options:
   _input:
@@ -34,7 +34,7 @@ options:
   crds:
     description:
       - The names of the cluster's CustomResourceDefinitions (KAI Scheduler - a version that watches Kueue's v1alpha1
-        Topology next to Kueue's CRDs is an error).
+        Topology next to Kueue's CRDs is an error, unless the role removes KAI).
     type: list
     elements: str
     default: []
@@ -57,7 +57,10 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - C(chart_values), C(queues) (the Queue objects, owner-labelled), C(owner_selector), C(findings); Volcano adds
+    - C(chart_values), C(queues) (the Queue objects, owner-labelled), C(owner_selector), C(findings), and what the
+      shared task set of the two roles reads of the scheduler - C(scheduler) (the role), C(api_version) and C(crd)
+      (its Queues' API and CRD name), C(holders) (C(api_version), C(kind), C(label_selectors) of the objects that
+      hold a queue - PodGroups, or pods with the C(kai.scheduler/queue) label), C(wait_objects); Volcano adds
       C(plugin) (proportion or capacity), KAI Scheduler C(leaf_queues) (the queues pods may name).
   type: dict
 """
@@ -66,7 +69,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _volcano  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kai, _volcano  # noqa: E402
 
 _SCHEDULERS = ("volcano", "kai_scheduler")
 

@@ -64,7 +64,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _volcano  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kai, _volcano  # noqa: E402
 
 _RULES = {"volcano": _volcano, "kai_scheduler": _kai}
 

@@ -61,7 +61,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils import _kueue  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue  # noqa: E402
 
 
 def kueue_owned(wanted: Any, live: Any, check: str = "prune", force: bool = False) -> list[dict[str, Any]]:

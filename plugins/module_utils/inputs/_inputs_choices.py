@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _kai
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kai
 from ansible_collections.gpuops.platform.plugins.module_utils.inputs._inputs import (
     Finding,
     a,

@@ -21,7 +21,7 @@ rules read. The rules (pure functions of the view, in ``_diagnosis.RULE_TABLE``)
 - ``pod-scheduler-missing``: pods that name a scheduler (``spec.schedulerName``) no running scheduler answers to - no
   PodScheduled condition 30 s after creation;
 - ``kueue-quota-above-capacity`` (warning, the numbers): a flavor's nominal quotas, summed over the ClusterQueues,
-  above what its nodes have allocatable (the rule of the kueue role, ``_kueue.capacity_findings``);
+  above what its nodes have allocatable (the rule of the kueue role, ``_kueue_quota.capacity_findings``);
 - ``volcano-queue-missing`` / ``volcano-queue-closed``: an unscheduled PodGroup names a Volcano Queue that does not
   exist or is Closed (Volcano keeps its pods pending for ever; ``scheduling.volcano.sh/v1beta1``);
 - ``kai-queue-missing`` / ``kai-queue-not-leaf``: a pending pod's ``kai.scheduler/queue`` label names a KAI Queue that
@@ -35,7 +35,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _kueue
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue_quota
 from ansible_collections.gpuops.platform.plugins.module_utils.status._diag_common import finding
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -379,7 +379,7 @@ def rule_quota_capacity(view_: dict[str, Any]) -> list[dict[str, Any]]:
         )
     ]
     out = []
-    for f in _kueue.capacity_findings(cqs, flavors, batch["nodes"]):
+    for f in _kueue_quota.capacity_findings(cqs, flavors, batch["nodes"]):
         out.append(
             finding(
                 fid=f["id"],

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _kueue
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _network_ready, _sriov_ready
 
 Obj = dict[str, Any]

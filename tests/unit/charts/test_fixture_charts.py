@@ -639,7 +639,7 @@ KAI = CHARTS / "kai-scheduler"
 
 
 def test_volcano_renders_the_role_values():
-    from ansible_collections.gpuops.platform.plugins.module_utils import _volcano
+    from ansible_collections.gpuops.platform.plugins.module_utils.batch import _volcano
 
     queues = [{"name": "p", "deserved": {"cpu": 8}}, {"name": "a", "parent": "p", "deserved": {"cpu": 4}}]
     values = _volcano.chart_values(
@@ -667,7 +667,7 @@ def test_volcano_renders_the_role_values():
 
 
 def test_kai_scheduler_renders_the_role_values_and_queues_fit_the_crd():
-    from ansible_collections.gpuops.platform.plugins.module_utils import _kai
+    from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kai
 
     built = _kai.build(
         {

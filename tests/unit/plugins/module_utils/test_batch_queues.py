@@ -9,7 +9,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.batch_queues import batch_queues
 from ansible_collections.gpuops.platform.plugins.filter.batch_queues_owned import batch_queues_owned
-from ansible_collections.gpuops.platform.plugins.module_utils import _kai, _queue_tree, _volcano
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kai, _queue_tree, _volcano
 
 NODES = [
     {"metadata": {"name": f"gpu-{i}"}, "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "64"}}}
@@ -91,6 +91,109 @@ def test_caps_and_delete_order():
     live = [{"metadata": {"name": n}, "spec": {"parent": p}} for n, p in parents.items()]
     objs = [{"metadata": {"name": n}} for n in ("p", "a", "b")]
     assert [o["metadata"]["name"] for o in _queue_tree.children_first(objs, live, "parent")] == ["b", "a", "p"]
+
+
+TREE = _queue_tree.Tree("x", "x_queues", "{name: a}", ("root",), 5)
+
+
+def _one(q, name, where, findings):
+    if q.get("bad"):
+        findings.append(_queue_tree.finding("x-queue-bad", "error", "Queue", name, [where], "bad", "fix it"))
+        return None
+    return {"metadata": {"name": name}}, {"parent": q.get("parent")}
+
+
+@pytest.mark.parametrize(
+    ("queues", "reserved", "taken", "names", "expect"),
+    [
+        ([{"name": "a"}, {"name": "b", "parent": "a"}], None, None, ["a", "b"], []),
+        (None, None, None, [], []),
+        (["a"], None, None, [], ["x-queue-invalid"]),
+        ([{"weight": 1}], None, None, [], ["x-queue-invalid"]),
+        ([{"name": "Bad_Name"}], None, None, [], ["x-queue-name-invalid"]),
+        ([{"name": "a" * 254}], None, None, [], ["x-queue-name-invalid"]),
+        ([{"name": "a"}, {"name": "a"}], None, None, ["a"], ["x-queue-duplicate"]),
+        ([{"name": "root"}], {"root": ("the scheduler's", "rename")}, None, [], ["x-queue-reserved"]),
+        ([{"name": "dq"}], None, {"dq": ("the chart makes it", ", or turn it off")}, [], ["x-queue-duplicate"]),
+        ([{"name": "a", "bad": True}], None, None, [], ["x-queue-bad"]),
+    ],
+)
+def test_collect(queues, reserved, taken, names, expect):
+    objs, facts, found = _queue_tree.collect(TREE, queues, _one, reserved, taken)
+    assert [o["metadata"]["name"] for o in objs] == names and sorted(facts) == names
+    assert ids(found) == expect
+    for f in found:
+        assert f["evidence"] and f["cause"] and f["fix"]
+    if taken and expect:
+        assert found[0]["evidence"][1] == "the chart makes it" and found[0]["fix"] == "rename it, or turn it off"
+
+
+ORDERS = (
+    _queue_tree.Order(
+        "low", "mid", "x-low-above-mid", "c", "raise mid[{res}] above {low}", ("unset", "set mid[{res}]")
+    ),
+    _queue_tree.Order("low", "high", "x-low-above-high", "c", "raise high[{res}]"),
+    _queue_tree.Order("mid", "high", "x-mid-above-high", "c", "raise high[{res}]"),
+)
+
+
+@pytest.mark.parametrize(
+    ("amounts", "expect"),
+    [
+        ({"low": {"g": F(1)}, "mid": {"g": F(2)}, "high": {"g": F(3)}}, []),
+        ({"low": {"g": F(2)}, "mid": {"g": F(2)}, "high": {"g": F(2)}}, []),  # equal is allowed
+        ({"low": {"g": F(3)}, "mid": {"g": F(2)}, "high": {"g": F(4)}}, ["x-low-above-mid"]),
+        # low above mid is reported once: not again against high
+        ({"low": {"g": F(3)}, "mid": {"g": F(2)}, "high": {"g": F(1)}}, ["x-low-above-mid", "x-mid-above-high"]),
+        ({"low": {"g": F(2)}, "mid": {"g": F(3)}, "high": {"g": F(1)}}, ["x-low-above-high", "x-mid-above-high"]),
+        ({"low": {"g": F(2)}, "high": {"g": F(1)}}, ["x-low-above-high", "x-low-above-mid"]),  # unset, then high
+        ({"low": {"g": None}, "mid": {"g": F(2)}}, ["x-low-above-mid"]),  # unlimited above a finite amount
+        ({"low": {"g": F(9)}, "mid": {"g": None}, "high": {}}, []),  # unlimited high, absent high
+        ({"mid": {"g": F(2)}, "high": {"h": F(1)}}, []),  # different resources
+    ],
+)
+def test_order_findings(amounts, expect):
+    found = _queue_tree.order_findings("Queue", "q", amounts, ORDERS)
+    assert ids(found) == expect
+    by_id = {f["id"]: f for f in found}
+    if "x-low-above-mid" in by_id and "not set" not in by_id["x-low-above-mid"]["evidence"][0]:
+        assert by_id["x-low-above-mid"]["fix"].startswith("raise mid[g] above ")
+
+
+@pytest.mark.parametrize(
+    ("given", "expect_fix"),
+    [
+        ({"gpu": 1, "cpu": 2}, None),
+        ({}, None),
+        ({"gpus": 1}, "gpus: did you mean gpu? use the keys gpu, cpu, memory"),
+        ({"nvidia.com/gpu": 1}, "use the keys gpu, cpu, memory"),
+        ([1], "write r as a mapping"),
+    ],
+)
+def test_unknown_findings(given, expect_fix):
+    found = _queue_tree.unknown_findings("x-unknown", "Queue", "q", "r", given, ("gpu", "cpu", "memory"), "cause")
+    assert [f["fix"] for f in found] == ([] if expect_fix is None else [expect_fix])
+
+
+@pytest.mark.parametrize(
+    ("parents", "amounts", "have", "expect"),
+    [
+        ({"a": None, "b": None}, {"a": {"g": F(8)}, "b": {"g": F(8)}}, {"g": F(16)}, []),
+        ({"a": None, "b": None}, {"a": {"g": F(8)}, "b": {"g": F(9)}}, {"g": F(16)}, ["g: a 8, b 9 sum to 17; 16"]),
+        ({"a": None, "b": "a"}, {"a": {"g": F(8)}, "b": {"g": F(9)}}, {"g": F(8)}, []),  # children are not counted
+        ({"a": None}, {"a": {"g": None}}, {}, []),  # unlimited is not counted
+        ({"a": None}, {"a": {"h": F(1)}}, {"g": F(8)}, ["h: a 1 sum to 1; 0"]),  # a resource no node has
+    ],
+)
+def test_capacity_findings(parents, amounts, have, expect):
+    found = _queue_tree.capacity_findings("x-cap", "Queue", "guarantee", parents, amounts, have, 2)
+    assert all(f["severity"] == "warning" for f in found)
+    got = [f["evidence"][0] for f in found]
+    assert len(got) == len(expect)
+    for line, want in zip(got, expect, strict=True):
+        res, rest = want.split(": ", 1)
+        parts, have_n = rest.split("; ")
+        assert line == f"guarantee[{res}]: {parts}; the 2 node(s) have {have_n} allocatable"
 
 
 # --- Volcano ----------------------------------------------------------------------------------------------------
@@ -406,3 +509,47 @@ def test_kai_gpu_sharing_follows_the_sharing_model(given, pools, sharing, expect
     if expect:
         f = built["findings"][0]
         assert "l40s-frac" in f["evidence"][0] and "pending" in f["cause"]
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "variables", "crds", "expect"),
+    [
+        (
+            "volcano",
+            vvars([]),
+            ["queues.scheduling.volcano.sh"],
+            {
+                "scheduler": "volcano",
+                "api_version": "scheduling.volcano.sh/v1beta1",
+                "crd": "queues.scheduling.volcano.sh",
+                "holders": {"api_version": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "label_selectors": []},
+            },
+        ),
+        (
+            "kai_scheduler",
+            kvars([]),
+            [],
+            {
+                "scheduler": "kai_scheduler",
+                "api_version": "scheduling.run.ai/v2",
+                "crd": "queues.scheduling.run.ai",
+                "holders": {"api_version": "v1", "kind": "Pod", "label_selectors": ["kai.scheduler/queue"]},
+            },
+        ),
+    ],
+)
+def test_what_the_shared_task_set_reads(scheduler, variables, crds, expect):
+    """The batch_scheduler role reads each scheduler's own objects from its rules, not from YAML."""
+    built = batch_queues(variables, scheduler, [], crds)
+    assert {k: built[k] for k in expect} == expect
+
+
+@pytest.mark.parametrize(
+    ("state", "expect"),
+    [("present", ["kai-kueue-topology-conflict"]), ("absent", []), (None, ["kai-kueue-topology-conflict"])],
+)
+def test_kai_kueue_conflict_only_when_installing(state, expect):
+    """An old KAI next to Kueue is refused on install; removing it is no conflict."""
+    given = {} if state is None else {"kai_scheduler_state": state}
+    variables = kvars([], kai_scheduler_chart_version="v0.10.5", **given)
+    assert errors(_kai.build(variables, [], ["topologies.kueue.x-k8s.io"])["findings"]) == expect

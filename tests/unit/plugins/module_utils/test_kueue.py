@@ -12,7 +12,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.kueue_objects import kueue_objects
 from ansible_collections.gpuops.platform.plugins.filter.kueue_owned import kueue_owned
-from ansible_collections.gpuops.platform.plugins.module_utils import _kueue as kq
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue as kq
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue_quota as kqq
 from ansible_collections.gpuops.platform.plugins.module_utils.common import _quantity as qty
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness
 
@@ -79,7 +80,7 @@ def test_quantities(value, exact, canonical):
 
 
 def test_flavors_from_gpu_products_with_their_nodes_and_gpus():
-    flavors = kq.gpu_flavors(NODES)
+    flavors = kqq.gpu_flavors(NODES)
     assert [(f["name"], f["product"], f["nodes"], f["gpus"]) for f in flavors] == [
         ("amd-instinct-mi300x", "AMD_Instinct_MI300X", ["mi300-0"], {"amd.com/gpu": "8"}),
         ("nvidia-h100-80gb-hbm3", H100, ["dgx-0", "dgx-1"], {"nvidia.com/gpu": "16"}),

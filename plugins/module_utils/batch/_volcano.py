@@ -24,17 +24,19 @@ docs/user-guide/how_to_use_capacity_plugin.md) and ../shared/reference/upstream-
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity, _queue_tree
+from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _queue_tree
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
+QUEUE_CRD = "queues.scheduling.volcano.sh"
 OWNER_LABELS = _owned.owner_labels("volcano")
 OWNER_SELECTOR = _owned.selector(OWNER_LABELS)
 KINDS = ("Queue",)
@@ -53,7 +55,6 @@ ADMISSIONS = (
     "/pods/mutate",
     "/pods/validate",
 )
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 DEFAULT_SCHEDULER = "default-scheduler"
 
 _PROPORTION_TIERS: list[dict[str, list[dict[str, Any]]]] = [
@@ -208,105 +209,58 @@ def input_findings(variables: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
-def _queue(q: Any, qi: int, capacity: bool, findings: list[Finding]) -> tuple[Obj, dict[str, Any]] | None:
-    where = f"volcano_queues[{qi}]"
-    if not isinstance(q, Mapping) or not isinstance(q.get("name"), str):
-        findings.append(
-            _queue_tree.finding(
-                "volcano-queue-invalid",
-                "error",
-                "Queue",
-                where,
-                [f"{where}: {q!r}"],
-                "a queue is a mapping with a name",
-                f"write {where} as {{name: research, weight: 1, capability: {{nvidia.com/gpu: 8}}}}",
-            )
-        )
-        return None
-    name = q["name"]
-    if not (len(name) <= 253 and NAME_RE.match(name)):
-        findings.append(
-            _queue_tree.finding(
-                "volcano-queue-name-invalid",
-                "error",
-                "Queue",
-                name,
-                [f"{where}.name: {name}"],
-                "a Queue's name is a DNS-1123 subdomain",
-                "use lower case letters, digits, '-' and '.'",
-            )
-        )
-        return None
-    if name in RESERVED:
-        findings.append(
-            _queue_tree.finding(
-                "volcano-queue-reserved",
-                "error",
-                "Queue",
-                name,
-                [f"{where}.name: {name}"],
-                "the scheduler creates the root and default queues itself; Volcano refuses deleting them, so the "
-                "role cannot own them",
-                "name the queue otherwise (jobs choose it with spec.queue)",
-            )
-        )
-        return None
+RESERVED_WHY = (
+    "the scheduler creates the root and default queues itself; Volcano refuses deleting them, so the role cannot own "
+    "them",
+    "name the queue otherwise (jobs choose it with spec.queue)",
+)
+# guarantee <= deserved <= capability, per resource (Volcano's webhook); the capacity plugin also requires a deserved
+# share for every guaranteed resource
+_GUARANTEE_DESERVED = _queue_tree.Order(
+    "guarantee",
+    "deserved",
+    "volcano-queue-guarantee-above-deserved",
+    "Volcano's webhook refuses a guarantee above the deserved share",
+    "raise deserved[{res}] or lower guarantee[{res}]",
+)
+_ORDER_REST = (
+    _queue_tree.Order(
+        "guarantee",
+        "capability",
+        "volcano-queue-guarantee-above-capability",
+        "a queue cannot be guaranteed more than its capability (guarantee <= deserved <= capability); Volcano's "
+        "webhook refuses the Queue after the release is installed",
+        "raise capability[{res}] or lower guarantee[{res}]",
+    ),
+    _queue_tree.Order(
+        "deserved",
+        "capability",
+        "volcano-queue-deserved-above-capability",
+        "Volcano's webhook refuses a deserved share above the queue's capability",
+        "raise capability[{res}] or lower deserved[{res}]",
+    ),
+)
+ORDER = (_GUARANTEE_DESERVED, *_ORDER_REST)
+ORDER_CAPACITY = (
+    dataclasses.replace(
+        _GUARANTEE_DESERVED,
+        unset=(
+            "Volcano requires deserved >= guarantee for every guaranteed resource once queues use the capacity plugin",
+            "set deserved[{res}] to at least {low}",
+        ),
+    ),
+    *_ORDER_REST,
+)
+
+
+def _queue(
+    q: Mapping[str, Any], name: str, where: str, capacity: bool, findings: list[Finding]
+) -> tuple[Obj, dict[str, Any]] | None:
     cap = _resources(q.get("capability"), f"{where}.capability", findings, name)
     des = _resources(q.get("deserved"), f"{where}.deserved", findings, name)
     gua = _resources(q.get("guarantee"), f"{where}.guarantee", findings, name)
-    for res, g in sorted(gua.items()):
-        if res not in des and capacity:
-            findings.append(
-                _queue_tree.finding(
-                    "volcano-queue-guarantee-above-deserved",
-                    "error",
-                    "Queue",
-                    name,
-                    [f"guarantee[{res}] {_quantity.show(g)}; deserved[{res}] not set"],
-                    "Volcano requires deserved >= guarantee for every guaranteed resource once queues use the "
-                    "capacity plugin",
-                    f"set deserved[{res}] to at least {_quantity.show(g)}",
-                )
-            )
-        elif res in des and des[res] < g:
-            findings.append(
-                _queue_tree.finding(
-                    "volcano-queue-guarantee-above-deserved",
-                    "error",
-                    "Queue",
-                    name,
-                    [f"guarantee[{res}] {_quantity.show(g)} > deserved[{res}] {_quantity.show(des[res])}"],
-                    "Volcano's webhook refuses a guarantee above the deserved share",
-                    f"raise deserved[{res}] or lower guarantee[{res}]",
-                )
-            )
-    for res, g in sorted(gua.items()):
-        if res in cap and g > cap[res] and not (res in des and des[res] < g):  # that one is reported above
-            findings.append(
-                _queue_tree.finding(
-                    "volcano-queue-guarantee-above-capability",
-                    "error",
-                    "Queue",
-                    name,
-                    [f"guarantee[{res}] {_quantity.show(g)} > capability[{res}] {_quantity.show(cap[res])}"],
-                    "a queue cannot be guaranteed more than its capability (guarantee <= deserved <= capability); "
-                    "Volcano's webhook refuses the Queue after the release is installed",
-                    f"raise capability[{res}] or lower guarantee[{res}]",
-                )
-            )
-    for res, d in sorted(des.items()):
-        if res in cap and d > cap[res]:
-            findings.append(
-                _queue_tree.finding(
-                    "volcano-queue-deserved-above-capability",
-                    "error",
-                    "Queue",
-                    name,
-                    [f"deserved[{res}] {_quantity.show(d)} > capability[{res}] {_quantity.show(cap[res])}"],
-                    "Volcano's webhook refuses a deserved share above the queue's capability",
-                    f"raise capability[{res}] or lower deserved[{res}]",
-                )
-            )
+    amounts: dict[str, Mapping[str, Fraction | None]] = {"capability": cap, "deserved": des, "guarantee": gua}
+    findings += _queue_tree.order_findings("Queue", name, amounts, ORDER_CAPACITY if capacity else ORDER)
     weight = q.get("weight")
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or weight < 1):
         findings.append(
@@ -359,32 +313,15 @@ def capacity_findings(queues: Mapping[str, Mapping[str, Any]], nodes: Sequence[M
             v = _quantity.parse(qty)
             if v is not None:
                 have[res] = have.get(res, Fraction(0)) + v
-    totals: dict[str, list[tuple[str, Fraction]]] = {}
-    for name, q in sorted(queues.items()):
-        if q["parent"] and q["parent"] in queues:
-            continue
-        for res, g in q["guarantee"].items():
-            totals.setdefault(res, []).append((name, g))
-    out = []
-    for res, parts in sorted(totals.items()):
-        total = sum((g for _n, g in parts), Fraction(0))
-        if total > have.get(res, Fraction(0)):
-            out.append(
-                _queue_tree.finding(
-                    "volcano-guarantee-above-capacity",
-                    "warning",
-                    "Queue",
-                    ", ".join(n for n, _g in parts),
-                    [
-                        f"guarantee[{res}]: {', '.join(f'{n} {_quantity.show(g)}' for n, g in parts)} sum to "
-                        f"{_quantity.show(total)}; the {len(nodes)} node(s) have "
-                        f"{_quantity.show(have.get(res, Fraction(0)))} allocatable"
-                    ],
-                    "a guarantee the cluster cannot hold is a promise the scheduler cannot keep",
-                    "lower the guarantees, or add nodes",
-                )
-            )
-    return out
+    return _queue_tree.capacity_findings(
+        "volcano-guarantee-above-capacity",
+        "Queue",
+        "guarantee",
+        {n: q["parent"] for n, q in queues.items()},
+        {n: q["guarantee"] for n, q in queues.items()},
+        have,
+        len(nodes),
+    )
 
 
 def build(
@@ -395,39 +332,28 @@ def build(
     findings = input_findings(variables)
     queues_in = variables.get("volcano_queues") or []
     capacity = uses_capacity_plugin(queues_in)
-    objs: list[Obj] = []
-    tree: dict[str, dict[str, Any]] = {}
-    for qi, q in enumerate(queues_in):
-        built = _queue(q, qi, capacity, findings)
-        if built is None:
-            continue
-        obj, facts = built
-        if obj["metadata"]["name"] in tree:
-            findings.append(
-                _queue_tree.finding(
-                    "volcano-queue-duplicate",
-                    "error",
-                    "Queue",
-                    obj["metadata"]["name"],
-                    [f"volcano_queues[{qi}].name: {obj['metadata']['name']}"],
-                    "two queues with one name would be one Queue",
-                    "rename one of them",
-                )
-            )
-            continue
-        tree[obj["metadata"]["name"]] = facts
-        objs.append(obj)
-    parents = {n: f["parent"] for n, f in tree.items()}
-    findings += _queue_tree.parent_findings("volcano", "volcano_queues", "Queue", parents, ["root"], MAX_DEPTH)
-    for field in ("guarantee", "deserved"):
-        findings += _queue_tree.sum_findings(
-            "volcano", "Queue", field, parents, {n: f[field] for n, f in tree.items()}, Fraction(0)
-        )
-    findings += _queue_tree.cap_findings(
-        "volcano", "Queue", "capability", parents, {n: f["capability"] for n, f in tree.items()}
+    tree = _queue_tree.Tree(
+        "volcano",
+        "volcano_queues",
+        "{name: research, weight: 1, capability: {nvidia.com/gpu: 8}}",
+        ("root",),
+        MAX_DEPTH,
     )
-    findings += capacity_findings(tree, nodes)
+    objs, facts, queue_findings = _queue_tree.collect(
+        tree,
+        queues_in,
+        lambda q, name, where, found: _queue(q, name, where, capacity, found),
+        reserved={n: RESERVED_WHY for n in RESERVED},
+    )
+    findings += queue_findings
+    findings += _queue_tree.tree_findings(tree, facts, ("guarantee", "deserved"), "capability")
+    findings += capacity_findings(facts, nodes)
     return {
+        "scheduler": "volcano",
+        # the Queues' API and CRD, and what holds a queue (its PodGroups): read by the shared task set
+        "api_version": API_VERSION,
+        "crd": QUEUE_CRD,
+        "holders": {"api_version": API_VERSION, "kind": "PodGroup", "label_selectors": []},
         "chart_values": chart_values(variables),
         # parents before children: a webhook validating the hierarchy reads the parent
         "queues": _queue_tree.children_first(objs, objs, "parent")[::-1],

@@ -29,12 +29,14 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity, _queue_tree
+from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _queue_tree
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
 
 API_VERSION = "scheduling.run.ai/v2"
+QUEUE_CRD = "queues.scheduling.run.ai"
 OWNER_LABELS = _owned.owner_labels("kai_scheduler")
 OWNER_SELECTOR = _owned.selector(OWNER_LABELS)
 KINDS = ("Queue",)
@@ -44,7 +46,7 @@ REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"
 RESOURCES = ("gpu", "cpu", "memory")
 UNITS = {"gpu": " GPU", "cpu": "m CPU", "memory": " MB"}
 DEFAULT_QUEUES = ("default-parent-queue", "default-queue")
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+MAX_DEPTH = 32
 UNLIMITED = Fraction(-1)
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
@@ -80,52 +82,33 @@ def _number(value: Fraction) -> int | float:
     return int(value) if value.denominator == 1 else float(value)
 
 
-def _queue(q: Any, qi: int, findings: list[Finding]) -> tuple[Obj, dict[str, Any]] | None:
-    where = f"kai_scheduler_queues[{qi}]"
-    if not isinstance(q, Mapping) or not isinstance(q.get("name"), str):
-        findings.append(
-            _queue_tree.finding(
-                "kai-queue-invalid",
-                "error",
-                "Queue",
-                where,
-                [f"{where}: {q!r}"],
-                "a queue is a mapping with a name",
-                f"write {where} as {{name: research, parent: ml, resources: {{gpu: {{quota: 8, limit: 16}}}}}}",
-            )
-        )
-        return None
-    name = q["name"]
-    if not (len(name) <= 253 and NAME_RE.match(name)):
-        findings.append(
-            _queue_tree.finding(
-                "kai-queue-name-invalid",
-                "error",
-                "Queue",
-                name,
-                [f"{where}.name: {name}"],
-                "a Queue's name is a DNS-1123 subdomain",
-                "use lower case letters, digits, '-' and '.'",
-            )
-        )
-        return None
+LIMIT_ORDER = (
+    _queue_tree.Order(
+        "quota",
+        "limit",
+        "kai-queue-limit-below-quota",
+        "the queue could never use its whole quota",
+        "raise {res}.limit to at least the quota, or -1 for no limit",
+    ),
+)
+
+
+def _queue(q: Mapping[str, Any], name: str, where: str, findings: list[Finding]) -> tuple[Obj, dict[str, Any]] | None:
     resources: dict[str, Any] = {}
     quotas: dict[str, Fraction | None] = {}
     limits: dict[str, Fraction | None] = {}
     given = q.get("resources") or {}
-    unknown = [r for r in given if r not in RESOURCES] if isinstance(given, Mapping) else []
-    if unknown or not isinstance(given, Mapping):
-        findings.append(
-            _queue_tree.finding(
-                "kai-queue-resource-unknown",
-                "error",
-                "Queue",
-                name,
-                [f"{where}.resources: {', '.join(map(str, unknown)) if unknown else repr(given)}"],
-                "a KAI Queue has quotas for gpu, cpu and memory only (other resources are not queued)",
-                "use the keys gpu, cpu and memory",
-            )
-        )
+    unknown = _queue_tree.unknown_findings(
+        "kai-queue-resource-unknown",
+        "Queue",
+        name,
+        f"{where}.resources",
+        given,
+        RESOURCES,
+        "a KAI Queue has quotas for gpu, cpu and memory only (other resources are not queued)",
+    )
+    if unknown:
+        findings += unknown
         return None
     for res in RESOURCES:
         spec = given.get(res) or {}
@@ -158,20 +141,10 @@ def _queue(q: Any, qi: int, findings: list[Finding]) -> tuple[Obj, dict[str, Any
                 quotas[res] = None if value == UNLIMITED else value
             elif key == "limit":
                 limits[res] = None if value == UNLIMITED else value
-        q_, l_ = quotas[res], limits[res]
-        if l_ is not None and (q_ is None or l_ < q_):
-            findings.append(
-                _queue_tree.finding(
-                    "kai-queue-limit-below-quota",
-                    "error",
-                    "Queue",
-                    name,
-                    [f"{res}: limit {_queue_tree.show(l_, UNITS[res])} < quota {_queue_tree.show(q_, UNITS[res])}"],
-                    "the queue could never use its whole quota",
-                    f"raise {res}.limit to at least the quota, or -1 for no limit",
-                )
-            )
         resources[res] = entry
+    findings += _queue_tree.order_findings(
+        "Queue", name, {"quota": quotas, "limit": limits}, LIMIT_ORDER, UNITS.__getitem__
+    )
     spec_out: dict[str, Any] = {"resources": resources}
     if q.get("display_name"):
         spec_out["displayName"] = str(q["display_name"])
@@ -269,44 +242,33 @@ def build(
     sharing_pools: Any = None,
 ) -> dict[str, Any]:
     """``sharing_pools``: gpu_sharing_pools (a ``kai_fraction`` pool turns GPU sharing on)."""
-    findings = kueue_findings(str(variables.get("kai_scheduler_chart_version") or ""), crd_names)
+    removing = variables.get("kai_scheduler_state") == "absent"  # removing KAI next to Kueue is no conflict
+    findings = [] if removing else kueue_findings(str(variables.get("kai_scheduler_chart_version") or ""), crd_names)
     findings += sharing_findings(variables, sharing_pools)
-    objs: list[Obj] = []
-    tree: dict[str, dict[str, Any]] = {}
-    for qi, q in enumerate(variables.get("kai_scheduler_queues") or []):
-        built = _queue(q, qi, findings)
-        if built is None:
-            continue
-        obj, facts = built
-        name = obj["metadata"]["name"]
-        if name in tree or (name in DEFAULT_QUEUES and variables.get("kai_scheduler_default_queues", True)):
-            findings.append(
-                _queue_tree.finding(
-                    "kai-queue-duplicate",
-                    "error",
-                    "Queue",
-                    name,
-                    [f"kai_scheduler_queues[{qi}].name: {name}"]
-                    + (["the chart makes it (kai_scheduler_default_queues: true)"] if name in DEFAULT_QUEUES else []),
-                    "two owners of one Queue would overwrite each other",
-                    "rename it" + (", or set kai_scheduler_default_queues: false" if name in DEFAULT_QUEUES else ""),
-                )
-            )
-            continue
-        tree[name] = facts
-        objs.append(obj)
-    parents = {n: f["parent"] for n, f in tree.items()}
-    external = list(DEFAULT_QUEUES) if variables.get("kai_scheduler_default_queues", True) else []
-    findings += _queue_tree.parent_findings("kai", "kai_scheduler_queues", "Queue", parents, external, 32)
-    findings += _queue_tree.sum_findings(
-        "kai", "Queue", "quota", parents, {n: f["quota"] for n, f in tree.items()}, Fraction(0), UNITS.__getitem__
+    defaults = DEFAULT_QUEUES if variables.get("kai_scheduler_default_queues", True) else ()
+    tree = _queue_tree.Tree(
+        "kai",
+        "kai_scheduler_queues",
+        "{name: research, parent: ml, resources: {gpu: {quota: 8, limit: 16}}}",
+        defaults,
+        MAX_DEPTH,
     )
-    findings += _queue_tree.cap_findings(
-        "kai", "Queue", "limit", parents, {n: f["limit"] for n, f in tree.items()}, UNITS.__getitem__
-    )
-    leaves = sorted(n for n in tree if n not in {p for p in parents.values() if p})
-    findings += capacity_findings(tree, nodes)
+    taken = {
+        n: ("the chart makes it (kai_scheduler_default_queues: true)", ", or set kai_scheduler_default_queues: false")
+        for n in defaults
+    }
+    objs, facts, queue_findings = _queue_tree.collect(tree, variables.get("kai_scheduler_queues"), _queue, taken=taken)
+    findings += queue_findings
+    findings += _queue_tree.tree_findings(tree, facts, ("quota",), "limit", Fraction(0), UNITS.__getitem__)
+    parents = {n: f["parent"] for n, f in facts.items()}
+    leaves = sorted(n for n in facts if n not in {p for p in parents.values() if p})
+    findings += capacity_findings(facts, nodes)
     return {
+        "scheduler": "kai_scheduler",
+        # the Queues' API and CRD, and what holds a queue (pods that name it): read by the shared task set
+        "api_version": API_VERSION,
+        "crd": QUEUE_CRD,
+        "holders": {"api_version": "v1", "kind": "Pod", "label_selectors": [QUEUE_LABEL]},
         "chart_values": chart_values(variables, sharing_pools),
         # parents before children: a webhook validating the hierarchy reads the parent
         "queues": _queue_tree.children_first(objs, objs, "parentQueue")[::-1],
@@ -330,25 +292,16 @@ def capacity_findings(queues: Mapping[str, Mapping[str, Any]], nodes: Sequence[M
         for res, qty in ((node.get("status") or {}).get("allocatable") or {}).items():
             if res in ("nvidia.com/gpu", "amd.com/gpu"):
                 have += _quantity.parse(qty) or 0
-    tops = [(n, q["quota"]["gpu"]) for n, q in sorted(queues.items()) if not (q["parent"] and q["parent"] in queues)]
-    finite = [(n, v) for n, v in tops if v is not None]
-    total = sum((v for _n, v in finite), Fraction(0))
-    if total <= have:
-        return []
-    return [
-        _queue_tree.finding(
-            "kai-quota-above-capacity",
-            "warning",
-            "Queue",
-            ", ".join(n for n, _v in finite),
-            [
-                f"gpu quota: {', '.join(f'{n} {_quantity.show(v)}' for n, v in finite)} sum to "
-                f"{_quantity.show(total)}; the {len(nodes)} node(s) have {_quantity.show(have)} GPU(s) allocatable"
-            ],
-            "a quota the cluster cannot hold is a promise the scheduler cannot keep",
-            "lower the quotas, or add GPU nodes",
-        )
-    ]
+    return _queue_tree.capacity_findings(
+        "kai-quota-above-capacity",
+        "Queue",
+        "quota",
+        {n: q["parent"] for n, q in queues.items()},
+        {n: {"gpu": q["quota"]["gpu"]} for n, q in queues.items()},
+        {"gpu": have},
+        len(nodes),
+        lambda _res: " GPU(s)",
+    )
 
 
 def prune_objects(wanted: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, Any]]) -> list[Obj]:
