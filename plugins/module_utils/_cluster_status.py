@@ -21,7 +21,6 @@ from ansible_collections.gpuops.platform.plugins.module_utils import (
     _diagnosis,
     _network_status,
     _readiness,
-    _sharing_node,
     _sriov_policy,
     _workloads,
 )
@@ -37,6 +36,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._gpu_labels import
     OPERATOR_LABELS,
     VENDORS,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _node as _sharing_node
 
 CLUSTER_POLICY = ("nvidia.com", "v1", "clusterpolicies")
 DEVICE_CONFIG = ("amd.com", "v1alpha1", "deviceconfigs")

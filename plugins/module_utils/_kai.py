@@ -188,7 +188,7 @@ def _queue(q: Any, qi: int, findings: list[Finding]) -> tuple[Obj, dict[str, Any
     return obj, {"parent": q.get("parent") or None, "quota": quotas, "limit": limits}
 
 
-SHARING_MODEL = "kai_fraction"  # the gpu_sharing pool model whose GPUs KAI shares in fractions (_sharing.MODELS)
+SHARING_MODEL = "kai_fraction"  # the gpu_sharing pool model whose GPUs KAI shares in fractions (_pools.MODELS)
 
 
 def fraction_pools(sharing_pools: Any) -> list[str]:

@@ -48,8 +48,8 @@ from ansible_collections.gpuops.platform.plugins.module_utils import (
     _gpu_alerts,
     _network,
     _owned,
-    _sharing_status,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _status as _sharing_status
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]

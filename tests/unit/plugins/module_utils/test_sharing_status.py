@@ -10,7 +10,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.sharing_input_findings import sharing_input_findings
 from ansible_collections.gpuops.platform.plugins.filter.sharing_plan import sharing_plan
-from ansible_collections.gpuops.platform.plugins.module_utils import _k8s, _sharing_status
+from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _labels, _status
 from ansible_collections.gpuops.platform.plugins.modules import gpu_sharing_status
 
 H100 = {"vendor_id": "10de", "device_id": "2330", "class": "030200"}
@@ -27,14 +28,14 @@ FACTS = {
     "dgx-h100-1": {"accelerators": [H100] * 8, "nvidia_driver": {"version": "580.82.07"}},
 }
 LABEL = "nvidia.com/device-plugin.config"
-DRAL = _sharing_status.DRA_NODE_LABEL
+DRAL = _labels.DRA_NODE_LABEL
 MIGL, STATE, DEPLOY = "nvidia.com/mig.config", "nvidia.com/mig.config.state", "nvidia.com/gpu.deploy.device-plugin"
 
 
 def node(name, labels=None, alloc=None, owned=None):
     meta = {"name": name, "labels": dict(labels or {})}
     if owned is not None:
-        meta["annotations"] = {_sharing_status.OWNER_ANNOTATION: json.dumps(owned)}
+        meta["annotations"] = {_labels.OWNER_ANNOTATION: json.dumps(owned)}
     return {"metadata": meta, "status": {"allocatable": dict(alloc or {})}}
 
 
@@ -80,7 +81,7 @@ def gpu_pod(name, node_name, resource="nvidia.com/gpu", phase="Running"):
 
 
 def test_converged_pools_are_ready():
-    got = _sharing_status.view(raw(), POOLS, PARAMS)
+    got = _status.view(raw(), POOLS, PARAMS)
     assert got["diagnosis"] == [] and got["not_ready"] == []
     rows = {r["name"]: r for p in got["pools"] for r in p["nodes"]}
     assert rows["pcie-l40s-0"]["expected"] == {"nvidia.com/gpu": 8} and rows["pcie-l40s-0"]["gpus"] == 2
@@ -112,7 +113,7 @@ def test_converged_pools_are_ready():
 def test_not_ready_rows(change, unready, finding):
     state = raw()
     change(state)
-    got = _sharing_status.view(state, POOLS, PARAMS)
+    got = _status.view(state, POOLS, PARAMS)
     assert unready in {n.name for n in got["not_ready"]}
     assert [f["id"] for f in got["diagnosis"]] == ([finding] if finding else [])
 
@@ -121,7 +122,7 @@ def test_mig_failed_is_final_and_names_the_gpu_pods():
     nodes = converged()
     nodes[1]["metadata"]["labels"][STATE] = "failed"
     pods = [gpu_pod("train", "dgx-h100-0"), gpu_pod("done", "dgx-h100-0", phase="Succeeded"), gpu_pod("x", "cpu-0")]
-    got = _sharing_status.view(raw(nodes, pods), POOLS, PARAMS)
+    got = _status.view(raw(nodes, pods), POOLS, PARAMS)
     assert got["not_ready"] == []  # a failed change is not waited for
     (finding,) = got["diagnosis"]
     assert finding["id"] == "sharing-mig-config-failed" and "ml/train" in finding["evidence"][2]
@@ -133,14 +134,14 @@ def test_mig_failed_names_an_invalid_profile():
     pool = dict(MIG, mig_config="all-1g.18gb")  # H200's, not H100's
     nodes = converged()
     nodes[1]["metadata"]["labels"].update({MIGL: "all-1g.18gb", STATE: "failed"})
-    got = _sharing_status.view(raw(nodes), [pool], PARAMS)
+    got = _status.view(raw(nodes), [pool], PARAMS)
     (failed,) = [f for f in got["diagnosis"] if f["id"] == "sharing-mig-config-failed"]
     assert "valid there" in failed["evidence"][2]
 
 
 def test_gpu_count_label_without_host_facts():
     nodes = [node("pcie-l40s-0", {"nvidia.com/gpu.count": "2", LABEL: "l40s-shared"}, {"nvidia.com/gpu": "8"})]
-    got = _sharing_status.view(raw(nodes), [TS], dict(PARAMS, host_facts=None))
+    got = _status.view(raw(nodes), [TS], dict(PARAMS, host_facts=None))
     assert got["not_ready"] == [] and got["pools"][0]["nodes"][0]["gpus"] == 2
 
 
@@ -151,22 +152,22 @@ def test_label_plan_sets_wanted_and_removes_only_owned():
         node("dgx-h100-1", {DEPLOY: "false"}, owned=[DEPLOY]),  # left the DRA pool
         node("cpu-0", {LABEL: "someone-elses"}),  # foreign: never touched
     ]
-    plan = _sharing_status.label_plan(nodes, [TS], {"l40s-shared": ["pcie-l40s-0"]})
+    plan = _labels.label_plan(nodes, [TS], {"l40s-shared": ["pcie-l40s-0"]})
     assert plan == [
         {
             "name": "dgx-h100-0",
             "labels": {MIGL: "all-disabled"},
-            "annotations": {_sharing_status.OWNER_ANNOTATION: None},
+            "annotations": {_labels.OWNER_ANNOTATION: None},
         },
-        {"name": "dgx-h100-1", "labels": {DEPLOY: None}, "annotations": {_sharing_status.OWNER_ANNOTATION: None}},
+        {"name": "dgx-h100-1", "labels": {DEPLOY: None}, "annotations": {_labels.OWNER_ANNOTATION: None}},
         {
             "name": "pcie-l40s-0",
             "labels": {LABEL: "l40s-shared"},
-            "annotations": {_sharing_status.OWNER_ANNOTATION: json.dumps([LABEL])},
+            "annotations": {_labels.OWNER_ANNOTATION: json.dumps([LABEL])},
         },
     ]
     assert (
-        _sharing_status.label_plan(
+        _labels.label_plan(
             converged(), POOLS, {"l40s-shared": ["pcie-l40s-0"], "h100-mig": ["dgx-h100-0"], "h100-dra": ["dgx-h100-1"]}
         )
         == []
@@ -287,10 +288,10 @@ def test_gpus_and_driver_from_gfd_labels_without_host_facts():
         "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
         "nvidia.com/cuda.driver.major": "580",
     }
-    gpus = _sharing_status.nvidia_gpus(None, labels)
+    gpus = _status.nvidia_gpus(None, labels)
     assert gpus == [{"vendor_id": "10de", "device_id": "2330"}] * 8
-    assert _sharing_status.driver_version(None, labels) == "580"
-    assert _sharing_status.nvidia_gpus(None, {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "Unknown"}) == [
+    assert _status.driver_version(None, labels) == "580"
+    assert _status.nvidia_gpus(None, {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "Unknown"}) == [
         {},
         {},
     ]
@@ -350,7 +351,7 @@ def _n(name, entry=None):
 def _before(data, stale=None):
     meta = {
         "name": "cm",
-        "annotations": {_sharing_status.STALE_ANNOTATION: json.dumps(stale)} if stale is not None else {},
+        "annotations": {_labels.STALE_ANNOTATION: json.dumps(stale)} if stale is not None else {},
     }
     return {"metadata": meta, "data": data}
 
@@ -370,7 +371,7 @@ CONFIGS = {"exclusive": "version: v1\n", "ts": TS2, "other": TS4}
 def test_a_content_change_records_and_restarts_the_pods_of_the_nodes_that_use_the_entry():
     before = _before({"exclusive": "version: v1\n", "ts": TS4, "other": TS4}, stale=["u-gone"])
     patches = [{"name": "new-0", "labels": {"nvidia.com/device-plugin.config": "ts"}}]  # joins the pool now
-    got = _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, patches, RESTART_PODS)
+    got = _labels.restart_plan(before, CONFIGS, RESTART_NODES, patches, RESTART_PODS)
     assert got["changed_entries"] == ["ts"]
     assert json.loads(got["annotation"]) == ["u-new-0", "u-ts-0", "u-ts-1"]
     assert got["pods"] == ["dp-new-0", "dp-ts-0", "dp-ts-1"] and got["nodes"] == ["new-0", "ts-0", "ts-1"]
@@ -378,11 +379,11 @@ def test_a_content_change_records_and_restarts_the_pods_of_the_nodes_that_use_th
 
 def test_no_content_change_keeps_the_record_and_restarts_what_it_names_that_still_runs():
     before = _before(dict(CONFIGS), stale=["u-ts-0", "u-gone"])  # a run failed after its write: u-ts-0 still runs
-    got = _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)
+    got = _labels.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)
     assert got["changed_entries"] == [] and json.loads(got["annotation"]) == ["u-gone", "u-ts-0"]
     assert got["pods"] == ["dp-ts-0"]
     # after the restart, the next run: the record names only pods that are gone
-    rerun = _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS[1:])
+    rerun = _labels.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS[1:])
     assert rerun["pods"] == [] and rerun["annotation"] == got["annotation"]
 
 
@@ -396,4 +397,4 @@ def test_no_content_change_keeps_the_record_and_restarts_what_it_names_that_stil
     ],
 )
 def test_restart_plan_edges(before, want_pods):
-    assert _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)["pods"] == want_pods
+    assert _labels.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)["pods"] == want_pods
