@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.filter.sharing_input_findings import sharing_input_findings
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_catalog as cat
-from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _capacity, _mig, _pools
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _capacity, _mig, _plan, _pools
 
 H100 = {"vendor_id": "10de", "device_id": "2330"}
 H200 = {"vendor_id": "10de", "device_id": "2335"}
@@ -297,9 +296,9 @@ GROUPS = {
     ],
 )
 def test_inventory_settles_group_pools_before_any_change(pools, expect):
-    found = sharing_input_findings({"gpu_sharing_pools": pools}, GROUPS)
+    found = _plan.input_findings({"gpu_sharing_pools": pools}, GROUPS)
     assert [(f["id"], f["object"]["name"]) for f in found] == [(e[0], e[1]) for e in expect], found
     for f, e in zip(found, expect, strict=True):
         assert e[2] in " ".join([*f["evidence"], f["cause"], f["fix"]])
     # without the inventory's groups (a caller that has none), only the pools' own fields are checked
-    assert sharing_input_findings({"gpu_sharing_pools": pools}) == []
+    assert _plan.input_findings({"gpu_sharing_pools": pools}, None) == []

@@ -1,5 +1,5 @@
-"""_sharing_status (the gpu_sharing_status module's view and the gpu_sharing role's label plan), the two filters
-over _sharing, and the module through main() with a fake reader: one row per behaviour."""
+"""sharing/_status and _labels (the gpu_sharing_status module's view and the gpu_sharing role's label plan), and the
+module through main() with a fake reader: one row per behaviour."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ import copy
 import json
 
 import pytest
-from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuops.platform.plugins.filter.sharing_input_findings import sharing_input_findings
-from ansible_collections.gpuops.platform.plugins.filter.sharing_plan import sharing_plan
 from ansible_collections.gpuops.platform.plugins.module_utils import _k8s
 from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _labels, _status
 from ansible_collections.gpuops.platform.plugins.modules import gpu_sharing_status
@@ -174,38 +171,6 @@ def test_label_plan_sets_wanted_and_removes_only_owned():
     )
 
 
-def test_input_filter():
-    assert sharing_input_findings({"gpu_sharing_pools": POOLS}) == []
-    bad = sharing_input_findings({"gpu_sharing_pools": [dict(TS, replicas=1)], "gpu_sharing_mig_strategy": "mixed"})
-    assert [f["object"]["name"] for f in bad] == ["gpu_sharing_pools[0].replicas"]
-    with pytest.raises(AnsibleFilterError):
-        sharing_input_findings([])
-
-
-def test_plan_filter():
-    nodes = [
-        node(n["metadata"]["name"], {k: v for k, v in n["metadata"]["labels"].items() if k == "pool"})
-        for n in converged()
-    ]
-    plan = sharing_plan({"gpu_sharing_pools": POOLS}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"])
-    assert plan["members"] == {"l40s-shared": ["pcie-l40s-0"], "h100-mig": ["dgx-h100-0"], "h100-dra": ["dgx-h100-1"]}
-    assert [f["id"] for f in plan["findings"]] == []
-    assert set(plan["configs"]) == {"exclusive", "l40s-shared"} and "replicas: 4" in plan["configs"]["l40s-shared"]
-    assert [p["name"] for p in plan["labels"]] == ["dgx-h100-0", "dgx-h100-1", "pcie-l40s-0"]
-    assert plan["expected"]["dgx-h100-0"] == {"nvidia.com/gpu": 56} and plan["dra_nodes"] == ["dgx-h100-1"]
-    old = sharing_plan(
-        {"gpu_sharing_pools": POOLS},
-        nodes,
-        GROUPS,
-        dict(FACTS, **{"dgx-h100-1": {"accelerators": [H100], "nvidia_driver": {"version": "570.1"}}}),
-        "v1.33.0",
-        [],
-    )
-    assert [f["id"] for f in old["findings"]] == ["sharing-dra-kubernetes-too-old", "sharing-dra-driver-too-old"]
-    absent = sharing_plan({"gpu_sharing_pools": []}, converged(), GROUPS, FACTS)
-    assert [p["name"] for p in absent["labels"]] == ["dgx-h100-0", "dgx-h100-1", "pcie-l40s-0"]
-
-
 class FakeReader:
     """Lists only (a write would fail with AttributeError)."""
 
@@ -295,26 +260,6 @@ def test_gpus_and_driver_from_gfd_labels_without_host_facts():
         {},
         {},
     ]
-
-
-@pytest.mark.parametrize("allowed, severity", [(False, "error"), (True, "warning")])
-def test_mig_change_with_gpu_pods(allowed, severity):
-    nodes = [node("dgx-h100-0", {"pool": "mig", MIGL: "all-disabled"}), node("dgx-h100-1", {"pool": "dra"})]
-    pods = [gpu_pod("train", "dgx-h100-0"), gpu_pod("infer", "dgx-h100-1")]
-    plan = sharing_plan({"gpu_sharing_pools": [MIG, DRA]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], pods, allowed)
-    (finding,) = plan["findings"]
-    assert finding["id"] == "sharing-mig-change-gpu-pods-running" and finding["severity"] == severity
-    assert finding["object"]["name"] == "dgx-h100-0" and "ml/train" in finding["evidence"][1]
-    # the role plans without pods first and reads only the pods of mig_change_nodes: the same finding
-    first = sharing_plan({"gpu_sharing_pools": [MIG, DRA]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"])
-    assert first["mig_change_nodes"] == ["dgx-h100-0"] and first["findings"] == []
-    on_those = [p for p in pods if p["spec"]["nodeName"] in first["mig_change_nodes"]]
-    second = sharing_plan({"gpu_sharing_pools": [MIG, DRA]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], on_those, allowed)
-    assert second == plan
-    # nothing to change on the node: no finding, no node whose pods matter
-    nodes[0]["metadata"]["labels"][MIGL] = "all-1g.10gb"
-    again = sharing_plan({"gpu_sharing_pools": [MIG]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], pods)
-    assert again["findings"] == [] and again["mig_change_nodes"] == []
 
 
 def test_a_dra_node_without_device_plugin_is_a_ready_gpu_node():
