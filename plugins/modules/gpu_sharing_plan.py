@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_sharing_plan
 short_description: Plan the GPU sharing pools - guards, ConfigMap entries, node labels, restarts - before any change
-version_added: 0.3.0
+version_added: 0.4.0
 description:
   - The whole plan of the C(gpu_sharing) role in one call; the role's apply tasks only apply its result.
   - "Input rules, from the variables and the inventory alone: each pool field by field, duplicate names, MPS with the
@@ -50,11 +50,12 @@ options:
     default: []
   mig_strategy:
     description: The ClusterPolicy's C(mig.strategy) (C(gpu_sharing_mig_strategy)).
-    type: raw
+    type: str
+    choices: [single, mixed]
     default: single
   mig_configs:
     description: Custom mig-parted configs, name to list of entries (C(gpu_sharing_mig_configs)).
-    type: raw
+    type: dict
   groups:
     description: Inventory groups (group name to host names, as C(groups)).
     type: dict
@@ -194,8 +195,8 @@ ARGUMENT_SPEC = dict(
     _k8s.auth_argument_spec(),
     state={"type": "str", "choices": ["present", "absent"], "default": "present"},
     pools={"type": "list", "elements": "raw", "default": []},
-    mig_strategy={"type": "raw", "default": "single"},
-    mig_configs={"type": "raw"},
+    mig_strategy={"type": "str", "choices": ["single", "mixed"], "default": "single"},
+    mig_configs={"type": "dict"},
     groups={"type": "dict"},
     host_facts={"type": "dict"},
     namespace={"type": "str", "default": "gpu-operator"},
@@ -220,7 +221,7 @@ def run(ctx: Any) -> dict[str, Any]:
         p["groups"],
     )
     fields = _plan.gpu_operator_fields(
-        present, p["config_map"], str(p["mig_strategy"]), p["mig_config_map"], p["mig_configs"]
+        present, p["config_map"], p["mig_strategy"], p["mig_config_map"], p["mig_configs"]
     )
     result: dict[str, Any] = {"changed": False, "gpu_operator": fields}
     if p["cluster"] and not any(f["severity"] == "error" for f in findings):
