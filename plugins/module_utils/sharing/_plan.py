@@ -145,15 +145,15 @@ def read(reader: Any, params: Mapping[str, Any], mig_change_nodes: Sequence[str]
 
 
 def _unknown_gpu_findings(
-    pools: Sequence[Mapping[str, Any]], members: Mapping[str, Sequence[str]], gpus: Mapping[str, Sequence[Any]]
+    pools: Sequence[Mapping[str, Any]], members: Mapping[str, Sequence[str]], known: Mapping[str, bool]
 ) -> list[Finding]:
-    """A MIG pool's node whose GPUs are not known (no host facts, no GPU Feature Discovery labels): its MIG name
-    cannot be judged yet - a warning naming what would tell."""
+    """A MIG pool's node whose GPUs are not known (no host facts, no GPU Feature Discovery product label): its MIG
+    name cannot be judged yet - a warning naming what would tell."""
     out = []
     for pool in pools:
         if pool.get("model") != "mig":
             continue
-        unknown = [n for n in members.get(pool["name"], ()) if not any(g.get("device_id") for g in gpus.get(n) or ())]
+        unknown = [n for n in members.get(pool["name"], ()) if not known.get(n)]
         if unknown:
             finding = _finding(
                 "sharing-gpu-model-unknown",
@@ -207,7 +207,8 @@ def plan(params: Mapping[str, Any], raw: Mapping[str, Any], pods: Sequence[Mappi
     facts = _cluster_status.match_host_facts(params.get("host_facts") or {}, list(by_name))
     gpus = {name: _status.nvidia_gpus(facts.get(name), member_input[name]["labels"], mig_configs) for name in by_name}
     findings += _mig.mig_findings(pools, members, gpus, mig_configs)
-    findings += _unknown_gpu_findings(pools, members, gpus)
+    known = {n: bool(facts.get(n)) or bool(member_input[n]["labels"].get(_status.GPU_PRODUCT_LABEL)) for n in by_name}
+    findings += _unknown_gpu_findings(pools, members, known)
     findings += _mig.mig_strategy_findings(pools, members, gpus, strategy, mig_configs)
     drivers = {name: _status.driver_version(facts.get(name), member_input[name]["labels"]) for name in by_name}
     findings += _pools.dra_findings(pools, members, raw["version"], raw["served"], drivers)
