@@ -10,17 +10,16 @@
 A pool is an inventory group or a node label selector plus one model: ``exclusive``, ``time_slicing``, ``mps``,
 ``mig``, ``dra`` or ``kai_fraction`` (whole GPUs from the device plugin that KAI Scheduler hands out in fractions:
 its ``global.gpuSharing``, decided in ``_kai.gpu_sharing``; KAI itself is required by
-``_inputs.batch_schedulers``). The functions here are the one place the sharing rules live:
+``_inputs.batch_schedulers``). The sharing rules live in this package, one concern per file; here:
 
 - :func:`pool_input_findings`: bad input before any change (each finding names the variable and the field).
 - :func:`pool_members`: which nodes each pool holds; a node in two pools and a pool matching no node are findings.
-- :func:`mig_findings`: a pool's ``mig.config`` name must be one mig-manager generates on every GPU model of the
-  pool (``_gpu_catalog.mig_config_names``).
 - :func:`dra_findings`: Kubernetes >= 1.34 with ``resource.k8s.io/v1`` served, NVIDIA driver >= 580 on the hosts.
 - :func:`device_plugin_configs`: the k8s-device-plugin config entries (``version: v1``), one per time-slicing or
   MPS pool, plus ``exclusive`` (the default for every other node).
-- :func:`expected_capacity` and :func:`capacity_findings`: the resources each node must advertise, computed the
-  way the device plugin replicates devices, against what the nodes advertise.
+
+The MIG rules are in ``_mig.py``, the capacity a node advertises in ``_capacity.py``, the owned node labels and the
+device-plugin restart in ``_labels.py``, the role's plan in one call in ``_plan.py``, the status in ``_status.py``.
 
 Upstream facts (NVIDIA/k8s-device-plugin v0.20.0): ``api/config/v1/replicas.go`` refuses ``replicas < 2`` and a
 ``devices`` count below 1, and ignores a per-resource ``rename`` ("not yet supported"), so only
