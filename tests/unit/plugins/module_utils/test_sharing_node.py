@@ -1,4 +1,4 @@
-"""_sharing_node: the sharing model a node runs, from the cluster alone (the readiness table's SHARING column)."""
+"""sharing/_node: the sharing model a node runs, from the cluster alone (the readiness table's SHARING column)."""
 
 from __future__ import annotations
 
