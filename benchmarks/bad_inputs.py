@@ -31,6 +31,7 @@ SRIOV = {"gpuops_sriov_network_operator_managed": True, "network_operator_mode":
 SMOKE = {"gpuops_smoke_tests_managed": True}
 OFED = {"network_operator_ofed_driver_enabled": True}  # the demo inventory turns the DOCA driver (and its rules) off
 TEAM = {"name": "t", "namespaces": ["t"], "quotas": [{"flavor": "f", "resources": {"nvidia.com/gpu": 1}}]}
+H100_0 = {"kubernetes.io/hostname": "dgx-h100-0"}  # an H100 80GB node of the demo inventory
 FLAVOR_X = {"kueue_flavors": [{"name": "x"}]}  # a flavor known before the GPU Operator labelled any node
 
 # (id, extra vars, the variable the refusal must name)
@@ -102,10 +103,24 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("sharing-mig-strategy", {"gpu_sharing_mig_strategy": "both"}, "gpu_sharing_mig_strategy"),
     ("sharing-namespace-invalid", {"gpu_sharing_namespace": "gpu_operator"}, "gpu_sharing_namespace"),
-    (
+    (  # the H100's GPU model is known up front from its host facts or GFD labels (a fresh node: a warning there)
         "sharing-mig-on-h100-80gb-wrong-profile",
-        {"gpu_sharing_pools": [{"name": "m", "model": "mig", "node_selector": {"a": "b"}, "mig_config": "all-1g.5gb"}]},
+        {"gpu_sharing_pools": [{"name": "m", "model": "mig", "node_selector": H100_0, "mig_config": "all-1g.5gb"}]},
         "all-1g.5gb",
+    ),
+    (
+        "sharing-mig-name-no-gpu-has",
+        {"gpu_sharing_pools": [{"name": "m", "model": "mig", "node_selector": H100_0, "mig_config": "all-1g.10g"}]},
+        "gpu_sharing_pools[0].mig_config",
+    ),
+    (
+        "sharing-selector-matches-no-node",
+        {
+            "gpu_sharing_pools": [
+                {"name": "m", "model": "mig", "node_selector": {"a": "b"}, "mig_config": "all-1g.10gb"}
+            ]
+        },
+        "gpu_sharing_pools[m]",
     ),
     # Network Operator
     ("network-mode-typo", {"network_operator_mode": "rdma-shared"}, "network_operator_mode"),

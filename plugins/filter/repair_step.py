@@ -59,7 +59,7 @@ from collections.abc import Callable, Mapping  # noqa: E402 - after the document
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.common._plain import plain  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.remediation import _policy  # noqa: E402
 
 

@@ -66,7 +66,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain
+from ansible_collections.gpuops.platform.plugins.module_utils.common._plain import plain
 
 Finding = dict[str, Any]
 

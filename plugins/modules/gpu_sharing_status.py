@@ -174,11 +174,12 @@ api_requests:
 
 from typing import Any  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing, _sharing_status  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import InvalidInput  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _mig, _pools  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _readiness  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _sharing_status as _status  # noqa: E402
 
 ARGUMENT_SPEC = dict(
     _k8s.auth_argument_spec(),
@@ -199,8 +200,8 @@ ARGUMENT_SPEC = dict(
 
 def status(ctx: Any) -> dict[str, Any]:
     params = ctx.params
-    bad = _sharing.pool_input_findings(params["pools"], params["mig_strategy"])
-    bad += _sharing.mig_configs_input_findings(params.get("mig_configs"))
+    bad = _pools.pool_input_findings(params["pools"], params["mig_strategy"])
+    bad += _mig.mig_configs_input_findings(params.get("mig_configs"))
     if bad:
         raise InvalidInput(
             "invalid pools: " + "; ".join(f"{f['object']['name']}: {f['cause']}" for f in bad), findings=bad
@@ -214,8 +215,8 @@ def status(ctx: Any) -> dict[str, Any]:
     dra = any(p.get("model") == "dra" for p in pools)
 
     def probe() -> tuple[dict[str, Any], list[_readiness.NotReady]]:
-        raw = _sharing_status.collect(reader, params["namespace"], params.get("config_map"), dra)
-        got = _sharing_status.view(raw, pools, params)
+        raw = _status.collect(reader, params["namespace"], params.get("config_map"), dra)
+        got = _status.view(raw, pools, params)
         return got, got["not_ready"]
 
     waiter = _readiness.Waiter(wait["timeout"], wait["sleep"]) if wait and not ctx.check_mode else None

@@ -68,6 +68,28 @@ def test_a_late_rule_stops_the_run_before_its_first_change(cluster, tmp_path, ex
     refused_before_any_change(cluster, tmp_path, extra, names)
 
 
+# GPU Feature Discovery's labels of an H100 80GB node, as the GPU Operator writes them
+GFD_H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
+
+
+def test_a_mig_name_that_does_not_fit_the_gpu_model_stops_the_run_before_the_host_plane(cluster, tmp_path):
+    """A MIG pool by node selector whose name is another GPU's layout (all-1g.5gb is A100 40GB's) was refused by the
+    gpu_sharing role's preflight, after the host plane, NFD and the GPU Operator's namespace; the run's plan refuses
+    it first where the node's GPU model is known: here from GPU Feature Discovery's labels (a cluster the GPU
+    Operator already labelled; on a fresh node the plan can only warn, tests/unit test_sharing_plan.py)."""
+    core = client.CoreV1Api(cluster.api_client)
+    labels = core.read_node("dgx-h100-0").metadata.labels or {}
+    added = {k: v for k, v in GFD_H100.items() if k not in labels}
+    core.patch_node("dgx-h100-0", {"metadata": {"labels": added}})
+    pool = {"name": "m", "model": "mig", "node_selector": {"kubernetes.io/hostname": "dgx-h100-0"}}
+    try:
+        refused_before_any_change(
+            cluster, tmp_path, {"gpu_sharing_pools": [dict(pool, mig_config="all-1g.5gb")]}, "all-1g.5gb"
+        )
+    finally:
+        core.patch_node("dgx-h100-0", {"metadata": {"labels": dict.fromkeys(added)}})
+
+
 def test_a_second_nfd_stops_the_run_before_the_host_plane(cluster, namespace, tmp_path):
     """An NFD worker DaemonSet of another release (an operator's bundled NFD) was refused by the nfd role's preflight,
     after the host plane had changed the hosts; the plan refuses it first."""

@@ -36,7 +36,22 @@ FOLLOWED = {"import_tasks", "include_tasks", "include_role", "import_role"}
 # gpuops_* names that are not collection-wide role inputs: per-host inventory variables, playbook switches, and
 # facts or results the collection sets itself. docs/variables.md lists the first two kinds.
 HOST_VARIABLES = {"gpuops_node_name", "gpuops_hardware_profile"}
-PLAYBOOK_VARIABLES = {"gpuops_diagnose_host_facts"}
+# the playbooks' own inputs (playbooks/diagnose.yml; playbooks/remediate.yml checks its event, mode and policies
+# itself, docs/remediation.md)
+PLAYBOOK_VARIABLES = {
+    "gpuops_diagnose_host_facts",
+    "gpuops_allow_reboot",
+    "gpuops_remediation_break_fix_webhook",
+    "gpuops_remediation_breaker",
+    "gpuops_remediation_drain",
+    "gpuops_remediation_event",
+    "gpuops_remediation_ladder",
+    "gpuops_remediation_mode",
+    "gpuops_remediation_namespace",
+    "gpuops_remediation_reboot_timeout",
+    "gpuops_remediation_repair",
+    "gpuops_remediation_taint",
+}
 SET_BY_THE_COLLECTION = {"gpuops_host", "gpuops_diagnosis", "gpuops_onboard_status", "gpuops_onboarding"}
 
 

@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity
 from ansible_collections.gpuops.platform.plugins.module_utils.batch import _queue_tree
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]
@@ -161,7 +162,7 @@ def _queue(q: Mapping[str, Any], name: str, where: str, findings: list[Finding])
     return obj, {"parent": q.get("parent") or None, "quota": quotas, "limit": limits}
 
 
-SHARING_MODEL = "kai_fraction"  # the gpu_sharing pool model whose GPUs KAI shares in fractions (_sharing.MODELS)
+SHARING_MODEL = "kai_fraction"  # the gpu_sharing pool model whose GPUs KAI shares in fractions (_pools.MODELS)
 
 
 def fraction_pools(sharing_pools: Any) -> list[str]:

@@ -31,9 +31,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity
-from ansible_collections.gpuops.platform.plugins.module_utils._plain import plain
 from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue_quota
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils.common._plain import plain
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _quantity
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]

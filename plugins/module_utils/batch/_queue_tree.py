@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Optional
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]

@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _owned, _quantity
 from ansible_collections.gpuops.platform.plugins.module_utils.batch import _queue_tree
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _quantity
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 
 Finding = dict[str, Any]
 Obj = dict[str, Any]

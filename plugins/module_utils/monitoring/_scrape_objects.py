@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_status
 from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 from ansible_collections.gpuops.platform.plugins.module_utils.monitoring._monitoring_spec import (
     AMD_PORT,
@@ -32,6 +31,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.monitoring._monito
     finding,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.network import _network
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _sharing_status as _sharing_status
 
 CHART = "kube-prometheus-stack"
 

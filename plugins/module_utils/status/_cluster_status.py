@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_node
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _node as _sharing_node
 from ansible_collections.gpuops.platform.plugins.module_utils.status import (
     _diag_batch,
     _diagnosis,

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_node
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _node as _sharing_node
 from ansible_collections.gpuops.platform.plugins.module_utils.status import (
     _diag_batch,
     _diag_scheduling,

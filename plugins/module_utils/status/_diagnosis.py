@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils.batch import _diag_batch
 from ansible_collections.gpuops.platform.plugins.module_utils.status import (
     _diag_amd,
+    _diag_batch,
     _diag_general,
     _diag_network,
     _diag_nvidia,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _capacity
 from ansible_collections.gpuops.platform.plugins.module_utils.status._gpu_labels import AMD_GPU
 
 _DONE = ("Succeeded", "Failed")
@@ -25,7 +25,7 @@ def gpu_resources(pod: Mapping[str, Any]) -> list[str]:
     spec = pod.get("spec") or {}
     containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
     names = {r for c in containers for f in ("limits", "requests") for r in ((c.get("resources") or {}).get(f) or {})}
-    out = sorted(r for r in names if _sharing.is_gpu_resource(r) or r == AMD_GPU or r.startswith(AMD_GPU + "-"))
+    out = sorted(r for r in names if _capacity.is_gpu_resource(r) or r == AMD_GPU or r.startswith(AMD_GPU + "-"))
     if spec.get("resourceClaims"):
         out.append("resourceClaims")
     return out

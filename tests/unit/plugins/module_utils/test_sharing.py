@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.filter.sharing_input_findings import sharing_input_findings
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing as sh
+from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_plan as _plan
 from ansible_collections.gpuops.platform.plugins.module_utils.host import _gpu_catalog as cat
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _capacity, _mig, _pools
 
 H100 = {"vendor_id": "10de", "device_id": "2330"}
 H200 = {"vendor_id": "10de", "device_id": "2335"}
@@ -96,7 +96,7 @@ def test_balanced_layout_matches_the_gpu_operator_default_config(gpu: dict[str, 
     ],
 )
 def test_bad_input_names_the_field(pools: Any, strategy: str, field: str) -> None:
-    found = sh.pool_input_findings(pools, strategy)
+    found = _pools.pool_input_findings(pools, strategy)
     assert field in fields(found), found
     assert all(f["evidence"] and f["fix"] for f in found)
 
@@ -104,8 +104,8 @@ def test_bad_input_names_the_field(pools: Any, strategy: str, field: str) -> Non
 def test_good_pools_have_no_findings() -> None:
     kai = {"name": "frac", "model": "kai_fraction", "node_selector": {"pool": "frac"}}
     pools = [TS, {**TS, "name": "mps-pool", "model": "mps", "group": "x", "devices": "all"}, MIG, DRA, kai]
-    assert sh.pool_input_findings(pools, "single") == []
-    assert sh.pool_input_findings([MIG], "mixed") == []
+    assert _pools.pool_input_findings(pools, "single") == []
+    assert _pools.pool_input_findings([MIG], "mixed") == []
 
 
 # ---- membership ----
@@ -119,21 +119,21 @@ NODES = {
 
 
 def test_members_by_group_and_selector() -> None:
-    members, found = sh.pool_members([TS, MIG, DRA], NODES)
+    members, found = _pools.pool_members([TS, MIG, DRA], NODES)
     assert members == {"l40s-shared": ["pcie-l40s-0"], "dgx-mig": ["dgx-h100-0"], "dgx-dra": ["dgx-h100-1"]}
     assert found == []
 
 
 def test_a_node_in_two_pools_is_named() -> None:
     both = {**DRA, "name": "all-dgx", "node_selector": None, "group": "dgx"}
-    _members, found = sh.pool_members([MIG, both], NODES)
+    _members, found = _pools.pool_members([MIG, both], NODES)
     assert ids(found) == ["sharing-node-in-two-pools"]
     assert found[0]["object"]["name"] == "dgx-h100-0"
     assert "dgx-mig, all-dgx" in found[0]["evidence"][0]
 
 
 def test_a_pool_matching_no_node_lists_the_nodes() -> None:
-    _members, found = sh.pool_members([{**MIG, "node_selector": {"pool": "mgi"}}], NODES)
+    _members, found = _pools.pool_members([{**MIG, "node_selector": {"pool": "mgi"}}], NODES)
     assert ids(found) == ["sharing-pool-empty"]
     assert "pool=mgi" in found[0]["evidence"][0] and "dgx-h100-0" in found[0]["evidence"][0]
 
@@ -156,7 +156,7 @@ def test_mig_name_must_be_valid_on_every_gpu_model(
     config: str, gpus: dict[str, list[dict[str, str]]], bad_models: list[str]
 ) -> None:
     pool = {**MIG, "mig_config": config}
-    found = sh.mig_findings([pool], {"dgx-mig": sorted(gpus)}, gpus)
+    found = _mig.mig_findings([pool], {"dgx-mig": sorted(gpus)}, gpus)
     assert [f["evidence"][1].split(" on ")[0] for f in found] == bad_models
     for f in found:
         assert f["id"] == "sharing-mig-config-invalid" and f["evidence"][2].startswith("valid there: ")
@@ -175,11 +175,11 @@ def test_mig_name_must_be_valid_on_every_gpu_model(
     ],
 )
 def test_dra_guards(k8s: str, served: list[str], drivers: dict[str, str], want: list[str]) -> None:
-    assert ids(sh.dra_findings([DRA], {"dgx-dra": ["dgx-h100-1"]}, k8s, served, drivers)) == want
+    assert ids(_pools.dra_findings([DRA], {"dgx-dra": ["dgx-h100-1"]}, k8s, served, drivers)) == want
 
 
 def test_no_dra_pool_no_dra_guard() -> None:
-    assert sh.dra_findings([TS], {"l40s-shared": ["pcie-l40s-0"]}, "v1.30.0", [], {}) == []
+    assert _pools.dra_findings([TS], {"l40s-shared": ["pcie-l40s-0"]}, "v1.30.0", [], {}) == []
 
 
 # ---- device-plugin config and capacity ----
@@ -188,7 +188,7 @@ def test_no_dra_pool_no_dra_guard() -> None:
 def test_device_plugin_configs() -> None:
     mps = {**TS, "name": "mps-pool", "model": "mps", "rename_by_default": True, "fail_requests_greater_than_one": False}
     kai = {"name": "frac", "model": "kai_fraction", "group": "g"}  # whole GPUs: no entry of its own
-    got = sh.device_plugin_configs([TS, mps, MIG, {**TS, "name": "two", "devices": "all"}, kai])
+    got = _pools.device_plugin_configs([TS, mps, MIG, {**TS, "name": "two", "devices": "all"}, kai])
     assert got == {
         "exclusive": {"version": "v1"},
         "l40s-shared": {
@@ -237,7 +237,7 @@ def test_device_plugin_configs() -> None:
 def test_expected_capacity(
     pool: dict[str, Any], gpus: list[dict[str, str]], strategy: str, want: dict[str, int]
 ) -> None:
-    assert sh.expected_capacity(pool, gpus, strategy) == want
+    assert _capacity.expected_capacity(pool, gpus, strategy) == want
 
 
 @pytest.mark.parametrize(
@@ -253,7 +253,7 @@ def test_expected_capacity(
     ],
 )
 def test_capacity_findings(advertised: dict[str, str], wrong: list[str]) -> None:
-    found = sh.capacity_findings({"n1": {"nvidia.com/gpu": 16}}, {"n1": advertised}, {"n1": "l40s-shared"})
+    found = _capacity.capacity_findings({"n1": {"nvidia.com/gpu": 16}}, {"n1": advertised}, {"n1": "l40s-shared"})
     assert [e for f in found for e in f["evidence"][1:]] == wrong
     assert all(f["id"] == "sharing-capacity-mismatch" and f["object"]["name"] == "n1" for f in found)
 
@@ -297,9 +297,9 @@ GROUPS = {
     ],
 )
 def test_inventory_settles_group_pools_before_any_change(pools, expect):
-    found = sharing_input_findings({"gpu_sharing_pools": pools}, GROUPS)
+    found = _plan.input_findings({"gpu_sharing_pools": pools}, GROUPS)
     assert [(f["id"], f["object"]["name"]) for f in found] == [(e[0], e[1]) for e in expect], found
     for f, e in zip(found, expect, strict=True):
         assert e[2] in " ".join([*f["evidence"], f["cause"], f["fix"]])
     # without the inventory's groups (a caller that has none), only the pools' own fields are checked
-    assert sharing_input_findings({"gpu_sharing_pools": pools}) == []
+    assert _plan.input_findings({"gpu_sharing_pools": pools}, None) == []

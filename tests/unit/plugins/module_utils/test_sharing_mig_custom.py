@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing as sh
 from ansible_collections.gpuops.platform.plugins.module_utils.host import _gpu_catalog as cat
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _capacity, _mig
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _sharing_status as _status
 
 H100 = {"vendor_id": "10de", "device_id": "2330"}
 H200 = {"vendor_id": "10de", "device_id": "2335"}
@@ -82,7 +83,7 @@ def pool(config: str) -> dict[str, Any]:
     ],
 )
 def test_bad_structure_names_the_field(configs: Any, field: str) -> None:
-    got = sh.mig_configs_input_findings(configs)
+    got = _mig.mig_configs_input_findings(configs)
     assert [f["object"]["name"] for f in got] == field.split("|")
     assert got[0]["id"] == "sharing-input-invalid" and got[0]["severity"] == "error"
     assert got[0]["cause"] and got[0]["fix"] and got[0]["evidence"]
@@ -101,14 +102,14 @@ def test_bad_structure_names_the_field(configs: Any, field: str) -> None:
     ],
 )
 def test_good_structure_has_no_findings(configs: Any) -> None:
-    assert not sh.mig_configs_input_findings(configs)
+    assert not _mig.mig_configs_input_findings(configs)
 
 
 def test_device_filter_reads_as_mig_parted() -> None:
     # pkg/types NewDeviceIDFromString: 0x<device><vendor>, strconv base 0
-    assert sh._device_filter_id("0x233010DE") == ("10de", "2330")
-    assert sh._device_filter_id("0x233510de:0x16c110de") == ("10de", "2335")
-    assert sh._device_filter_id("H100") is None
+    assert _mig._device_filter_id("0x233010DE") == ("10de", "2330")
+    assert _mig._device_filter_id("0x233510de:0x16c110de") == ("10de", "2335")
+    assert _mig._device_filter_id("H100") is None
 
 
 # ---- the catalog's slices (NVIDIA MIG User Guide): every profile at its maximum fits the GPU ----
@@ -170,7 +171,7 @@ MEMBERS = {"dgx-mig": ["dgx-a", "dgx-b"]}
     ],
 )
 def test_custom_layout_fits_every_gpu_model(entries: list[Any], gpus: dict[str, Any], want: list[str]) -> None:
-    got = sh.mig_findings([pool("custom")], MEMBERS, gpus, {"custom": entries})
+    got = _mig.mig_findings([pool("custom")], MEMBERS, gpus, {"custom": entries})
     assert [f["id"] for f in got] == ["sharing-mig-custom-config-invalid"] * (1 if want else 0)
     for text in want:
         assert any(text in e for e in got[0]["evidence"]), (text, got[0]["evidence"])
@@ -178,22 +179,22 @@ def test_custom_layout_fits_every_gpu_model(entries: list[Any], gpus: dict[str, 
 
 def test_with_custom_configs_a_generated_name_is_refused() -> None:
     gpus = {"dgx-a": [H100] * 8, "dgx-b": [H100] * 8}
-    assert not sh.mig_findings([pool("all-1g.10gb")], MEMBERS, gpus)  # generated: valid without custom configs
-    got = sh.mig_findings([pool("all-1g.10gb")], MEMBERS, gpus, CONFIGS)
+    assert not _mig.mig_findings([pool("all-1g.10gb")], MEMBERS, gpus)  # generated: valid without custom configs
+    got = _mig.mig_findings([pool("all-1g.10gb")], MEMBERS, gpus, CONFIGS)
     assert [f["id"] for f in got] == ["sharing-mig-config-invalid"]
     assert "gpu_sharing_mig_configs: all-disabled, half-1g, mixed-models, three-3g" in got[0]["evidence"]
     # all-disabled is always there (the role adds it): nodes leaving a MIG pool get it
-    assert not sh.mig_findings([pool("all-disabled")], MEMBERS, gpus, CONFIGS)
+    assert not _mig.mig_findings([pool("all-disabled")], MEMBERS, gpus, CONFIGS)
 
 
 def test_the_config_map_document() -> None:
-    doc = sh.mig_parted_config({"half-1g": HALF})
+    doc = _mig.mig_parted_config({"half-1g": HALF})
     assert doc == {
         "version": "v1",
         "mig-configs": {"all-disabled": [{"devices": "all", "mig-enabled": False}], "half-1g": HALF},
     }
     mine = [{"devices": "all", "mig-enabled": False}]
-    assert sh.mig_parted_config({"all-disabled": mine})["mig-configs"] == {"all-disabled": mine}
+    assert _mig.mig_parted_config({"all-disabled": mine})["mig-configs"] == {"all-disabled": mine}
 
 
 # ---- capacity of a custom layout, per GPU index ----
@@ -212,7 +213,7 @@ def test_the_config_map_document() -> None:
 def test_expected_capacity_of_a_custom_layout(
     config: str, gpus: list[dict[str, str]], strategy: str, want: dict[str, int]
 ) -> None:
-    assert sh.expected_capacity(pool(config), gpus, strategy, CONFIGS) == want
+    assert _capacity.expected_capacity(pool(config), gpus, strategy, CONFIGS) == want
 
 
 def test_mig_layouts_later_entry_wins() -> None:
@@ -220,7 +221,7 @@ def test_mig_layouts_later_entry_wins() -> None:
         {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
         {"devices": [1], "mig-enabled": False},
     ]
-    assert sh.mig_layouts(entries, ("10de", "2330"), 2) == [{"1g.10gb": 7}, None]
+    assert _mig.mig_layouts(entries, ("10de", "2330"), 2) == [{"1g.10gb": 7}, None]
 
 
 # ---- the single MIG strategy: one profile on every GPU of a node, or MIG off (k8s-device-plugin device_map.go) ----
@@ -243,14 +244,13 @@ def test_mig_layouts_later_entry_wins() -> None:
 def test_single_strategy_needs_one_profile_everywhere(config: str, strategy: str, want: list[str]) -> None:
     gpus = {"dgx-a": [H100] * 8, "dgx-b": [H100] * 8}
     configs = CONFIGS if config in CONFIGS else None
-    got = sh.mig_strategy_findings([pool(config)], MEMBERS, gpus, strategy, configs)
+    got = _mig.mig_strategy_findings([pool(config)], MEMBERS, gpus, strategy, configs)
     assert [f["id"] for f in got] == ["sharing-mig-strategy-single-mixed-layout"] * (2 if want else 0)
     for text in want:
         assert text in got[0]["evidence"], got[0]["evidence"]
 
 
 def test_gpus_from_gfd_labels_under_a_custom_single_layout() -> None:
-    from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_status
 
     # 8 H100 with 2 x 3g.40gb each: GFD (single) labels 16 MIG devices; the node has 8 GPUs
     labels = {
@@ -258,7 +258,7 @@ def test_gpus_from_gfd_labels_under_a_custom_single_layout() -> None:
         "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb",
         "nvidia.com/mig.config": "three-3g",
     }
-    assert len(_sharing_status.nvidia_gpus(None, labels, CONFIGS)) == 8
+    assert len(_status.nvidia_gpus(None, labels, CONFIGS)) == 8
     one = {"one-3g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 1}}]}
-    assert len(_sharing_status.nvidia_gpus(None, {**labels, "nvidia.com/mig.config": "one-3g"}, one)) == 16
-    assert len(_sharing_status.nvidia_gpus(None, labels)) == 8  # the generated all-3g.40gb: 2 per GPU
+    assert len(_status.nvidia_gpus(None, {**labels, "nvidia.com/mig.config": "one-3g"}, one)) == 16
+    assert len(_status.nvidia_gpus(None, labels)) == 8  # the generated all-3g.40gb: 2 per GPU

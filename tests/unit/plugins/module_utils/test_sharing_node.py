@@ -1,11 +1,12 @@
-"""_sharing_node: the sharing model a node runs, from the cluster alone (the readiness table's SHARING column)."""
+"""sharing/_node: the sharing model a node runs, from the cluster alone (the readiness table's SHARING column)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_node as sn
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _labels
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _node as sn
 
 TS4 = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n"
 MPS2 = json.dumps({"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}})
@@ -124,10 +125,9 @@ def test_slice_devices_counts_only_the_nvidia_driver():
 
 
 def test_wanted_labels_per_model():
-    from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_status as st  # noqa: PLC0415
 
-    assert st.wanted_labels({"name": "frac", "model": "kai_fraction"}) == {
+    assert _labels.wanted_labels({"name": "frac", "model": "kai_fraction"}) == {
         "gpuops.platform/sharing-kai-fraction": "true"
     }
-    assert st.wanted_labels({"name": "ts", "model": "time_slicing"}) == {CFG: "ts"}
-    assert st.wanted_labels({"name": "x", "model": "exclusive"}) == {}
+    assert _labels.wanted_labels({"name": "ts", "model": "time_slicing"}) == {CFG: "ts"}
+    assert _labels.wanted_labels({"name": "x", "model": "exclusive"}) == {}

@@ -1,5 +1,5 @@
-"""_sharing_status (the gpu_sharing_status module's view and the gpu_sharing role's label plan), the two filters
-over _sharing, and the module through main() with a fake reader: one row per behaviour."""
+"""sharing/_status and _labels (the gpu_sharing_status module's view and the gpu_sharing role's label plan), and the
+module through main() with a fake reader: one row per behaviour."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import copy
 import json
 
 import pytest
-from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuops.platform.plugins.filter.sharing_input_findings import sharing_input_findings
-from ansible_collections.gpuops.platform.plugins.filter.sharing_plan import sharing_plan
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing_status
 from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _labels
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _sharing_status as _status
 from ansible_collections.gpuops.platform.plugins.modules import gpu_sharing_status
 
 H100 = {"vendor_id": "10de", "device_id": "2330", "class": "030200"}
@@ -28,14 +26,14 @@ FACTS = {
     "dgx-h100-1": {"accelerators": [H100] * 8, "nvidia_driver": {"version": "580.82.07"}},
 }
 LABEL = "nvidia.com/device-plugin.config"
-DRAL = _sharing_status.DRA_NODE_LABEL
+DRAL = _labels.DRA_NODE_LABEL
 MIGL, STATE, DEPLOY = "nvidia.com/mig.config", "nvidia.com/mig.config.state", "nvidia.com/gpu.deploy.device-plugin"
 
 
 def node(name, labels=None, alloc=None, owned=None):
     meta = {"name": name, "labels": dict(labels or {})}
     if owned is not None:
-        meta["annotations"] = {_sharing_status.OWNER_ANNOTATION: json.dumps(owned)}
+        meta["annotations"] = {_labels.OWNER_ANNOTATION: json.dumps(owned)}
     return {"metadata": meta, "status": {"allocatable": dict(alloc or {})}}
 
 
@@ -81,7 +79,7 @@ def gpu_pod(name, node_name, resource="nvidia.com/gpu", phase="Running"):
 
 
 def test_converged_pools_are_ready():
-    got = _sharing_status.view(raw(), POOLS, PARAMS)
+    got = _status.view(raw(), POOLS, PARAMS)
     assert got["diagnosis"] == [] and got["not_ready"] == []
     rows = {r["name"]: r for p in got["pools"] for r in p["nodes"]}
     assert rows["pcie-l40s-0"]["expected"] == {"nvidia.com/gpu": 8} and rows["pcie-l40s-0"]["gpus"] == 2
@@ -113,7 +111,7 @@ def test_converged_pools_are_ready():
 def test_not_ready_rows(change, unready, finding):
     state = raw()
     change(state)
-    got = _sharing_status.view(state, POOLS, PARAMS)
+    got = _status.view(state, POOLS, PARAMS)
     assert unready in {n.name for n in got["not_ready"]}
     assert [f["id"] for f in got["diagnosis"]] == ([finding] if finding else [])
 
@@ -122,7 +120,7 @@ def test_mig_failed_is_final_and_names_the_gpu_pods():
     nodes = converged()
     nodes[1]["metadata"]["labels"][STATE] = "failed"
     pods = [gpu_pod("train", "dgx-h100-0"), gpu_pod("done", "dgx-h100-0", phase="Succeeded"), gpu_pod("x", "cpu-0")]
-    got = _sharing_status.view(raw(nodes, pods), POOLS, PARAMS)
+    got = _status.view(raw(nodes, pods), POOLS, PARAMS)
     assert got["not_ready"] == []  # a failed change is not waited for
     (finding,) = got["diagnosis"]
     assert finding["id"] == "sharing-mig-config-failed" and "ml/train" in finding["evidence"][2]
@@ -134,14 +132,14 @@ def test_mig_failed_names_an_invalid_profile():
     pool = dict(MIG, mig_config="all-1g.18gb")  # H200's, not H100's
     nodes = converged()
     nodes[1]["metadata"]["labels"].update({MIGL: "all-1g.18gb", STATE: "failed"})
-    got = _sharing_status.view(raw(nodes), [pool], PARAMS)
+    got = _status.view(raw(nodes), [pool], PARAMS)
     (failed,) = [f for f in got["diagnosis"] if f["id"] == "sharing-mig-config-failed"]
     assert "valid there" in failed["evidence"][2]
 
 
 def test_gpu_count_label_without_host_facts():
     nodes = [node("pcie-l40s-0", {"nvidia.com/gpu.count": "2", LABEL: "l40s-shared"}, {"nvidia.com/gpu": "8"})]
-    got = _sharing_status.view(raw(nodes), [TS], dict(PARAMS, host_facts=None))
+    got = _status.view(raw(nodes), [TS], dict(PARAMS, host_facts=None))
     assert got["not_ready"] == [] and got["pools"][0]["nodes"][0]["gpus"] == 2
 
 
@@ -152,58 +150,26 @@ def test_label_plan_sets_wanted_and_removes_only_owned():
         node("dgx-h100-1", {DEPLOY: "false"}, owned=[DEPLOY]),  # left the DRA pool
         node("cpu-0", {LABEL: "someone-elses"}),  # foreign: never touched
     ]
-    plan = _sharing_status.label_plan(nodes, [TS], {"l40s-shared": ["pcie-l40s-0"]})
+    plan = _labels.label_plan(nodes, [TS], {"l40s-shared": ["pcie-l40s-0"]})
     assert plan == [
         {
             "name": "dgx-h100-0",
             "labels": {MIGL: "all-disabled"},
-            "annotations": {_sharing_status.OWNER_ANNOTATION: None},
+            "annotations": {_labels.OWNER_ANNOTATION: None},
         },
-        {"name": "dgx-h100-1", "labels": {DEPLOY: None}, "annotations": {_sharing_status.OWNER_ANNOTATION: None}},
+        {"name": "dgx-h100-1", "labels": {DEPLOY: None}, "annotations": {_labels.OWNER_ANNOTATION: None}},
         {
             "name": "pcie-l40s-0",
             "labels": {LABEL: "l40s-shared"},
-            "annotations": {_sharing_status.OWNER_ANNOTATION: json.dumps([LABEL])},
+            "annotations": {_labels.OWNER_ANNOTATION: json.dumps([LABEL])},
         },
     ]
     assert (
-        _sharing_status.label_plan(
+        _labels.label_plan(
             converged(), POOLS, {"l40s-shared": ["pcie-l40s-0"], "h100-mig": ["dgx-h100-0"], "h100-dra": ["dgx-h100-1"]}
         )
         == []
     )
-
-
-def test_input_filter():
-    assert sharing_input_findings({"gpu_sharing_pools": POOLS}) == []
-    bad = sharing_input_findings({"gpu_sharing_pools": [dict(TS, replicas=1)], "gpu_sharing_mig_strategy": "mixed"})
-    assert [f["object"]["name"] for f in bad] == ["gpu_sharing_pools[0].replicas"]
-    with pytest.raises(AnsibleFilterError):
-        sharing_input_findings([])
-
-
-def test_plan_filter():
-    nodes = [
-        node(n["metadata"]["name"], {k: v for k, v in n["metadata"]["labels"].items() if k == "pool"})
-        for n in converged()
-    ]
-    plan = sharing_plan({"gpu_sharing_pools": POOLS}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"])
-    assert plan["members"] == {"l40s-shared": ["pcie-l40s-0"], "h100-mig": ["dgx-h100-0"], "h100-dra": ["dgx-h100-1"]}
-    assert [f["id"] for f in plan["findings"]] == []
-    assert set(plan["configs"]) == {"exclusive", "l40s-shared"} and "replicas: 4" in plan["configs"]["l40s-shared"]
-    assert [p["name"] for p in plan["labels"]] == ["dgx-h100-0", "dgx-h100-1", "pcie-l40s-0"]
-    assert plan["expected"]["dgx-h100-0"] == {"nvidia.com/gpu": 56} and plan["dra_nodes"] == ["dgx-h100-1"]
-    old = sharing_plan(
-        {"gpu_sharing_pools": POOLS},
-        nodes,
-        GROUPS,
-        dict(FACTS, **{"dgx-h100-1": {"accelerators": [H100], "nvidia_driver": {"version": "570.1"}}}),
-        "v1.33.0",
-        [],
-    )
-    assert [f["id"] for f in old["findings"]] == ["sharing-dra-kubernetes-too-old", "sharing-dra-driver-too-old"]
-    absent = sharing_plan({"gpu_sharing_pools": []}, converged(), GROUPS, FACTS)
-    assert [p["name"] for p in absent["labels"]] == ["dgx-h100-0", "dgx-h100-1", "pcie-l40s-0"]
 
 
 class FakeReader:
@@ -288,33 +254,13 @@ def test_gpus_and_driver_from_gfd_labels_without_host_facts():
         "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
         "nvidia.com/cuda.driver.major": "580",
     }
-    gpus = _sharing_status.nvidia_gpus(None, labels)
+    gpus = _status.nvidia_gpus(None, labels)
     assert gpus == [{"vendor_id": "10de", "device_id": "2330"}] * 8
-    assert _sharing_status.driver_version(None, labels) == "580"
-    assert _sharing_status.nvidia_gpus(None, {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "Unknown"}) == [
+    assert _status.driver_version(None, labels) == "580"
+    assert _status.nvidia_gpus(None, {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "Unknown"}) == [
         {},
         {},
     ]
-
-
-@pytest.mark.parametrize("allowed, severity", [(False, "error"), (True, "warning")])
-def test_mig_change_with_gpu_pods(allowed, severity):
-    nodes = [node("dgx-h100-0", {"pool": "mig", MIGL: "all-disabled"}), node("dgx-h100-1", {"pool": "dra"})]
-    pods = [gpu_pod("train", "dgx-h100-0"), gpu_pod("infer", "dgx-h100-1")]
-    plan = sharing_plan({"gpu_sharing_pools": [MIG, DRA]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], pods, allowed)
-    (finding,) = plan["findings"]
-    assert finding["id"] == "sharing-mig-change-gpu-pods-running" and finding["severity"] == severity
-    assert finding["object"]["name"] == "dgx-h100-0" and "ml/train" in finding["evidence"][1]
-    # the role plans without pods first and reads only the pods of mig_change_nodes: the same finding
-    first = sharing_plan({"gpu_sharing_pools": [MIG, DRA]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"])
-    assert first["mig_change_nodes"] == ["dgx-h100-0"] and first["findings"] == []
-    on_those = [p for p in pods if p["spec"]["nodeName"] in first["mig_change_nodes"]]
-    second = sharing_plan({"gpu_sharing_pools": [MIG, DRA]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], on_those, allowed)
-    assert second == plan
-    # nothing to change on the node: no finding, no node whose pods matter
-    nodes[0]["metadata"]["labels"][MIGL] = "all-1g.10gb"
-    again = sharing_plan({"gpu_sharing_pools": [MIG]}, nodes, GROUPS, FACTS, "v1.34.4", ["v1"], pods)
-    assert again["findings"] == [] and again["mig_change_nodes"] == []
 
 
 def test_a_dra_node_without_device_plugin_is_a_ready_gpu_node():
@@ -351,7 +297,7 @@ def _n(name, entry=None):
 def _before(data, stale=None):
     meta = {
         "name": "cm",
-        "annotations": {_sharing_status.STALE_ANNOTATION: json.dumps(stale)} if stale is not None else {},
+        "annotations": {_labels.STALE_ANNOTATION: json.dumps(stale)} if stale is not None else {},
     }
     return {"metadata": meta, "data": data}
 
@@ -371,7 +317,7 @@ CONFIGS = {"exclusive": "version: v1\n", "ts": TS2, "other": TS4}
 def test_a_content_change_records_and_restarts_the_pods_of_the_nodes_that_use_the_entry():
     before = _before({"exclusive": "version: v1\n", "ts": TS4, "other": TS4}, stale=["u-gone"])
     patches = [{"name": "new-0", "labels": {"nvidia.com/device-plugin.config": "ts"}}]  # joins the pool now
-    got = _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, patches, RESTART_PODS)
+    got = _labels.restart_plan(before, CONFIGS, RESTART_NODES, patches, RESTART_PODS)
     assert got["changed_entries"] == ["ts"]
     assert json.loads(got["annotation"]) == ["u-new-0", "u-ts-0", "u-ts-1"]
     assert got["pods"] == ["dp-new-0", "dp-ts-0", "dp-ts-1"] and got["nodes"] == ["new-0", "ts-0", "ts-1"]
@@ -379,11 +325,11 @@ def test_a_content_change_records_and_restarts_the_pods_of_the_nodes_that_use_th
 
 def test_no_content_change_keeps_the_record_and_restarts_what_it_names_that_still_runs():
     before = _before(dict(CONFIGS), stale=["u-ts-0", "u-gone"])  # a run failed after its write: u-ts-0 still runs
-    got = _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)
+    got = _labels.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)
     assert got["changed_entries"] == [] and json.loads(got["annotation"]) == ["u-gone", "u-ts-0"]
     assert got["pods"] == ["dp-ts-0"]
     # after the restart, the next run: the record names only pods that are gone
-    rerun = _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS[1:])
+    rerun = _labels.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS[1:])
     assert rerun["pods"] == [] and rerun["annotation"] == got["annotation"]
 
 
@@ -397,4 +343,4 @@ def test_no_content_change_keeps_the_record_and_restarts_what_it_names_that_stil
     ],
 )
 def test_restart_plan_edges(before, want_pods):
-    assert _sharing_status.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)["pods"] == want_pods
+    assert _labels.restart_plan(before, CONFIGS, RESTART_NODES, [], RESTART_PODS)["pods"] == want_pods

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _sharing
+from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _capacity, _pools
 
 try:
     import yaml
@@ -93,14 +93,14 @@ def node_sharing(
     GPU resources of its allocatable) and ``summary`` (the readiness table's cell). ``configs`` is None when no
     device-plugin ConfigMap is named or read."""
     advertised = {
-        k: v for k, v in sorted(allocatable.items()) if _sharing.is_gpu_resource(k) or k.startswith("amd.com/")
+        k: v for k, v in sorted(allocatable.items()) if _capacity.is_gpu_resource(k) or k.startswith("amd.com/")
     }
-    mig = labels.get(_sharing.MIG_CONFIG_LABEL)
-    entry = labels.get(_sharing.CONFIG_LABEL) or default_entry
+    mig = labels.get(_pools.MIG_CONFIG_LABEL)
+    entry = labels.get(_pools.CONFIG_LABEL) or default_entry
     if dra_devices:
         model, detail = "dra", f"{dra_devices} device(s) in ResourceSlices"
     elif mig and mig != "all-disabled":
-        model, detail = "mig", f"{mig} ({labels.get(_sharing.MIG_STATE_LABEL) or 'no state'})"
+        model, detail = "mig", f"{mig} ({labels.get(_pools.MIG_STATE_LABEL) or 'no state'})"
     elif entry and configs is not None:
         if entry not in configs:
             model, detail = "unknown", f"config entry {entry} missing"
@@ -111,7 +111,7 @@ def node_sharing(
                 model, detail = "unknown", f"config entry {entry} invalid"
     else:
         model, detail = "exclusive", ""
-    if model == "exclusive" and labels.get(_sharing.KAI_FRACTION_LABEL) == "true":
+    if model == "exclusive" and labels.get(_pools.KAI_FRACTION_LABEL) == "true":
         model, detail = "kai_fraction", (detail + " " if detail else "") + "(KAI Scheduler shares whole GPUs)"
     res = ",".join(f"{k}={v}" for k, v in advertised.items()) or "nothing advertised"
     return {
