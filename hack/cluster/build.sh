@@ -128,7 +128,7 @@ build_nfd() { # nfd-master only: the lab plays nfd-worker (NodeFeature objects),
 }
 
 fetch_chart() { # fetch_chart LABEL MOD VERSION DIR NAME: an upstream Helm chart (issue 27 §6) the lab's chart repository
-  # serves in place of a fixture: DIR of module MOD at VERSION copied into $CACHE/charts/NAME-vVERSION/NAME with a
+  # serves in place of a fixture, or that the tests check a fixture against: DIR of module MOD at VERSION copied into $CACHE/charts/NAME-vVERSION/NAME with a
   # SHA256SUMS stamp. A cache entry of its own: a machine whose binaries are cached (and whose Go module cache may be
   # empty) still fetches it. Read from the module zip at the pinned version, never committed. Upstream's Chart.yaml in
   # git carries a placeholder version; its release sets VERSION when packaging, and so does the lab
@@ -157,6 +157,17 @@ build_sriov_chart() { # the upstream SR-IOV Network Operator Helm chart (named s
   # (upstream's hack/release/chart-update.sh stamps them at release time; the lab runs no image)
   fetch_chart sriov github.com/k8snetworkplumbingwg/sriov-network-operator "$SRIOV_VERSION" \
     deployment/sriov-network-operator-chart sriov-network-operator-chart
+}
+
+build_kueue_chart() { # the upstream Kueue Helm chart (charts/kueue; its Chart.yaml in git says 0.19.2): fetched for the
+  # tests, which check the kueue fixture chart and the kueue role's values against it; the lab serves the fixture
+  # (docs/local-lab.md, "Upstream charts the lab does not serve yet")
+  fetch_chart kueue sigs.k8s.io/kueue "$KUEUE_VERSION" charts/kueue kueue
+}
+
+build_volcano_chart() { # the upstream Volcano Helm chart (installer/helm/chart/volcano, with its jobflow subchart; its
+  # Chart.yaml in git says 1.15.1): fetched for the tests, as the Kueue chart is; the lab serves the fixture
+  fetch_chart volcano volcano.sh/volcano "$VOLCANO_VERSION" installer/helm/chart/volcano volcano
 }
 
 build_sriov() { # the SR-IOV Network Operator (the operator only): the lab plays its config daemon and device plugin
@@ -336,10 +347,11 @@ build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4
 
 what=${1:-all}
 case "$what" in
-  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; nfd-chart) build_nfd_chart ;; sriov-chart) build_sriov_chart ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; alertmanager) build_alertmanager ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; volcano) build_volcano ;; helm-diff) build_helm_diff ;;
-  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov; build_sriov_chart; build_registry; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue; build_volcano ;;
+  k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; nfd-chart) build_nfd_chart ;; sriov-chart) build_sriov_chart ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; alertmanager) build_alertmanager ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; kueue-chart) build_kueue_chart ;; volcano) build_volcano ;; volcano-chart) build_volcano_chart ;; helm-diff) build_helm_diff ;;
+  all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov; build_sriov_chart; build_registry; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue; build_kueue_chart; build_volcano; build_volcano_chart ;;
   # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS; the NFD and SR-IOV charts too: the chart
-  # repository packages every upstream chart): no OCI registry, SR-IOV operator or Volcano
+  # repository packages every upstream chart it serves): no OCI registry, SR-IOV operator or Volcano, nor the Kueue and
+  # Volcano charts only the tests read
   demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov_chart; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue ;;
-  *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|nfd-chart|sriov|sriov-chart|registry|prometheus|alertmanager|kube-state-metrics|node-exporter|kueue|volcano|helm-diff]" >&2; exit 2 ;;
+  *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|nfd-chart|sriov|sriov-chart|registry|prometheus|alertmanager|kube-state-metrics|node-exporter|kueue|kueue-chart|volcano|volcano-chart|helm-diff]" >&2; exit 2 ;;
 esac

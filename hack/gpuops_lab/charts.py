@@ -12,14 +12,16 @@ from pathlib import Path
 
 import yaml
 
-from .config import CHARTS_DIR, UPSTREAM_CHARTS, LabConfig
+from .config import CHARTS_DIR, CHECKED_CHARTS, UPSTREAM_CHARTS, LabConfig
 from .errors import LabError
 
 
-def missing_upstream(cfg: LabConfig) -> list[str]:
-    """The upstream charts not (or not completely) in the build cache, as `<name> chart` for the build's report."""
+def missing_upstream(cfg: LabConfig, checked: bool = True) -> list[str]:
+    """The upstream charts not (or not completely) in the build cache, as `<name> chart` for the build's report: those
+    the repository serves, and with ``checked`` those only the tests read (config.CHECKED_CHARTS; not in the demo's
+    build)."""
     out = []
-    for name in UPSTREAM_CHARTS:
+    for name in [*UPSTREAM_CHARTS, *(CHECKED_CHARTS if checked else ())]:
         chart = cfg.upstream_chart_dir(name)
         if not (chart.parent / "SHA256SUMS").is_file() or not (chart / "Chart.yaml").is_file():
             out.append(f"{name} chart")

@@ -98,7 +98,7 @@ class Lab:
                 missing.append(b)
         from . import monitoring  # Prometheus, kube-state-metrics: not started by `up`, built by `build` all the same
 
-        return missing + monitoring.missing_binaries(self.cfg) + charts.missing_upstream(self.cfg)
+        return missing + monitoring.missing_binaries(self.cfg) + charts.missing_upstream(self.cfg, not demo_profile())
 
     def build(self) -> None:
         if not self.binaries_ready():

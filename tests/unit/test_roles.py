@@ -313,7 +313,8 @@ def _chart_values(chart: Path) -> dict:
 def _template_reads(chart: Path) -> set[str]:
     """The values paths the chart's own templates read (``.Values.a.b.c``): a key values.yaml leaves commented out
     (the GPU Operator's ``dcgmExporter.config``) still lands when a template reads it."""
-    return {m for tpl in chart.glob("templates/*") for m in re.findall(r"\.Values\.([A-Za-z0-9_.]+)", tpl.read_text())}
+    templates = [t for t in chart.glob("templates/**/*") if t.is_file()]  # upstream Kueue's are in subdirectories
+    return {m for tpl in templates for m in re.findall(r"\.Values\.([A-Za-z0-9_.]+)", tpl.read_text())}
 
 
 def _landing_nowhere(
@@ -382,6 +383,34 @@ def test_every_value_the_sriov_network_operator_role_sets_is_a_key_of_the_upstre
     assert _landing_nowhere({"sriovOperatorConfig": {"deploi": False}}, chart, reads=reads) == [
         "sriovOperatorConfig.deploi"
     ]
+
+
+@pytest.mark.parametrize(
+    ("role", "module", "misspelt"), [("kueue", "_kueue", "managerConfg"), ("volcano", "_volcano", "custm")]
+)
+def test_every_value_the_kueue_and_volcano_roles_set_is_a_key_of_the_upstream_chart(role, module, misspelt):
+    """The kueue and volcano roles' chart values, and the user values the lab inventory and the roles' molecule
+    scenarios set (the kwok tolerations), against upstream's charts (fetched into the build cache for the tests; the
+    lab serves the fixtures, tests/unit/charts/test_checked_charts.py): every key is one upstream reads, so the roles'
+    unknown value key check passes on upstream's chart."""
+    import importlib
+
+    from gpuops_lab.config import LabConfig
+
+    chart_dir = LabConfig.load().upstream_chart_dir(role)
+    if not (chart_dir / "values.yaml").is_file():
+        # a failure, never a skip: `make test` builds it first, and a skip would hide what the roles are checked against
+        pytest.fail(f"the upstream {role} chart is not in {chart_dir}: run `make build` (build.sh {role}-chart)")
+    rules = importlib.import_module(f"ansible_collections.gpuops.platform.plugins.module_utils.batch.{module}")
+    chart, reads = _chart_values(chart_dir), _template_reads(chart_dir)
+    assert _landing_nowhere(rules.chart_values(_defaults(role)), chart, reads=reads) == []
+    inventory = yaml.safe_load((REPO / "inventories/local/group_vars/cluster_controller.yml").read_text())
+    scenario = yaml.safe_load((REPO / f"molecule/{role}/molecule.yml").read_text())
+    controller = scenario["provisioner"]["inventory"]["host_vars"]["controller"]
+    assert controller[f"{role}_values"], f"molecule/{role} sets no {role}_values"
+    for values in (inventory.get(f"{role}_values") or {}, controller[f"{role}_values"]):
+        assert _landing_nowhere(values, chart, reads=reads) == []
+    assert _landing_nowhere({misspelt: {}}, chart, reads=reads) == [misspelt]
 
 
 def test_a_key_only_a_template_reads_lands_and_its_unknown_children_do_not():

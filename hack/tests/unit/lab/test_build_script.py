@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from gpuops_lab.config import BUILD_SCRIPT, read_versions
 
 FAKE_GO = """#!/bin/sh
@@ -198,3 +199,68 @@ def test_sriov_chart_step_is_in_all_and_demo():
     for target in ("all", "demo"):
         (line,) = [x for x in text.splitlines() if x.strip().startswith(f"{target})")]
         assert "build_sriov_chart;" in line, target
+
+
+# the upstream charts only the tests read (config.CHECKED_CHARTS): step, module, directory in it, chart, version key
+CHECKED = {
+    "kueue": ("kueue-chart", "sigs.k8s.io/kueue", "charts/kueue", "KUEUE_VERSION"),
+    "volcano": ("volcano-chart", "volcano.sh/volcano", "installer/helm/chart/volcano", "VOLCANO_VERSION"),
+}
+
+
+def _checked_chart_run(tmp_path: Path, name: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """build.sh <name>-chart with a fake `go` whose module holds the chart (a Chart.yaml and one template)."""
+    step, _mod, sub, key = CHECKED[name]
+    version = read_versions()[key]
+    root = tmp_path / "gomod" / f"{name}@v{version}"
+    chart = root / sub
+    if not chart.exists():
+        (chart / "templates").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\nversion: {version}\n")
+        (chart / "templates" / "a.yaml").write_text("kind: ConfigMap\n")
+        (chart / "Chart.yaml").chmod(0o444)
+    d = tmp_path / "fakebin"
+    d.mkdir(exist_ok=True)
+    (d / "go").write_text(FAKE_GO_DOWNLOAD)
+    (d / "go").chmod(0o755)
+    env = {
+        "PATH": f"{d}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "GPUOPS_CACHE": str(tmp_path / "cache"),
+        "FAKE_GO_LOG": str(tmp_path / "go.log"),
+        "FAKE_MOD_DIR": str(root),
+    }
+    r = subprocess.run(["/bin/bash", str(BUILD_SCRIPT), step], env=env, capture_output=True, text=True, check=False)
+    return r, tmp_path / "cache" / "charts" / f"{name}-v{version}"
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_checked_chart_is_fetched_from_the_module_then_reused(tmp_path, name):
+    step, mod, _sub, key = CHECKED[name]
+    r, out = _checked_chart_run(tmp_path, name)
+    assert r.returncode == 0, r.stderr
+    assert f"mod download -json {mod}@v{read_versions()[key]}" in (tmp_path / "go.log").read_text()
+    assert [line.split("  ")[1] for line in (out / "SHA256SUMS").read_text().splitlines()] == [
+        f"{name}/Chart.yaml",
+        f"{name}/templates/a.yaml",
+    ]
+    (tmp_path / "go.log").unlink()
+    r = _checked_chart_run(tmp_path, name)[0]
+    assert r.returncode == 0 and f"{name} chart" in r.stdout and "cached in" in r.stdout
+    assert not (tmp_path / "go.log").exists()
+    (out / name / "templates" / "a.yaml").write_text("tampered\n")
+    r = _checked_chart_run(tmp_path, name)[0]
+    assert r.returncode == 0 and "fetching" in r.stdout, r.stderr
+    assert (out / name / "templates" / "a.yaml").read_text() == "kind: ConfigMap\n"
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_checked_chart_step_is_in_all_not_demo(name):
+    """Only the tests read them (the demo runs none), so `all` fetches them and `demo` does not."""
+    steps = {
+        line.strip().split(")")[0]: {s.strip() for s in line.split(")", 1)[1].split(";")}
+        for line in BUILD_SCRIPT.read_text().splitlines()
+        if line.strip().startswith(("all)", "demo)"))
+    }
+    assert f"build_{name}_chart" in steps["all"] and f"build_{name}_chart" not in steps["demo"]
+    assert f"build_{name}" in steps["all"] and "build_nfd_chart" in steps["demo"]

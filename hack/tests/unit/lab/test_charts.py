@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpuops_lab import charts, nfd, sriov
-from gpuops_lab.config import UPSTREAM_CHARTS, LabConfig
+from gpuops_lab.config import CHECKED_CHARTS, UPSTREAM_CHARTS, LabConfig
 from gpuops_lab.errors import LabError
 
 
@@ -54,13 +54,34 @@ def test_upstream_charts_are_in_the_cache_at_the_pinned_version(tmp_path, name, 
 
 def test_missing_upstream_names_the_chart_until_it_is_cached_with_its_stamp(tmp_path):
     cfg = _cfg(tmp_path)
-    assert charts.missing_upstream(cfg) == ["node-feature-discovery chart", f"{SRIOV} chart"]
+    served = ["node-feature-discovery chart", f"{SRIOV} chart"]
+    assert charts.missing_upstream(cfg) == [*served, "kueue chart", "volcano chart"]
+    assert charts.missing_upstream(cfg, checked=False) == served  # the demo's build: the served charts only
     chart = _cache_nfd(cfg)
-    assert charts.missing_upstream(cfg) == [f"{SRIOV} chart"]
+    assert charts.missing_upstream(cfg, checked=False) == [f"{SRIOV} chart"]
     _cache_sriov(cfg)
+    assert charts.missing_upstream(cfg, checked=False) == []
+    for name in CHECKED_CHARTS:
+        checked = _chart(cfg.upstream_chart_dir(name), name, cfg.upstream_chart_version(name))
+        (checked.parent / "SHA256SUMS").write_text("")
     assert charts.missing_upstream(cfg) == []
     (chart.parent / "SHA256SUMS").unlink()
     assert charts.missing_upstream(cfg) == ["node-feature-discovery chart"]
+
+
+@pytest.mark.parametrize(("name", "key"), [("kueue", "KUEUE_VERSION"), ("volcano", "VOLCANO_VERSION")])
+def test_checked_charts_are_in_the_cache_and_never_packaged(tmp_path, name, key):
+    """The Kueue and Volcano charts the tests read sit in the cache at the lab's controller versions; the repository
+    packages the fixture of that name, not them."""
+    cfg = _cfg(tmp_path)
+    assert CHECKED_CHARTS == {"kueue": "KUEUE_VERSION", "volcano": "VOLCANO_VERSION"}
+    assert cfg.upstream_chart_dir(name) == tmp_path / "cache" / "charts" / f"{name}-v{cfg.versions[key]}" / name
+    _cache_nfd(cfg)
+    _cache_sriov(cfg)
+    _chart(cfg.upstream_chart_dir(name), name, cfg.versions[key])
+    fixture = _chart(tmp_path / "fixtures" / name, name, cfg.versions[key])
+    packaged = [argv[2] for argv in charts.package_argvs(cfg, tmp_path / "out", tmp_path / "fixtures")]
+    assert str(fixture) in packaged and str(cfg.upstream_chart_dir(name)) not in packaged
 
 
 def test_package_argvs_upstream_last_at_its_version_and_replacing_the_fixture_copy(tmp_path):

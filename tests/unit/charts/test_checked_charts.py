@@ -1,0 +1,277 @@
+"""The upstream Kueue and Volcano charts (hack/cluster/build.sh kueue-chart / volcano-chart copy them out of their Go
+module zips into the lab's build cache; a missing one fails, naming the build step), rendered with the real helm: the
+kueue and volcano roles' values land where upstream reads them, the fixtures the lab still serves mirror what the
+roles rely on, and what upstream's charts create that the lab cannot serve yet (docs/local-lab.md, "Upstream charts
+the lab does not serve yet") is pinned here, so a version that changes it shows up as a failing test."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+FIXTURES = REPO / "tests" / "fixtures" / "charts"
+KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _lab():
+    from gpuops_lab.config import LabConfig
+
+    return LabConfig.load()
+
+
+def _chart(name: str) -> Path:
+    cfg = _lab()
+    chart = cfg.upstream_chart_dir(name)
+    if not (chart / "Chart.yaml").is_file() or not cfg.binary("helm").is_file():
+        # a failure, never a skip: `make test` builds it first, and a skip would hide what the tests check against
+        pytest.fail(f"the upstream {name} chart is not in {chart}: run `make build` (build.sh {name}-chart)")
+    return chart
+
+
+@pytest.fixture(scope="module")
+def kueue_chart() -> Path:
+    return _chart("kueue")
+
+
+@pytest.fixture(scope="module")
+def volcano_chart() -> Path:
+    return _chart("volcano")
+
+
+def _render(chart: Path, release: str, namespace: str, values: dict) -> list[dict]:
+    return copy.deepcopy(_rendered(chart, release, namespace, json.dumps(values, sort_keys=True)))
+
+
+@functools.cache
+def _rendered(chart: Path, release: str, namespace: str, values: str) -> list[dict]:
+    """helm template, once per chart and values (upstream Kueue's takes seconds: its CRDs and webhooks are large)."""
+    argv = [str(_lab().binary("helm")), "template", release, str(chart), "--namespace", namespace, "--values", "-"]
+    r = subprocess.run(argv, input=values, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    return [d for d in yaml.load_all(r.stdout, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d]
+
+
+def _one(docs: list[dict], kind: str, name: str) -> dict:
+    (doc,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+def _kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _names(docs: list[dict], kind: str) -> set[str]:
+    return {d["metadata"]["name"] for d in _kind(docs, kind)}
+
+
+def _defaults(role: str) -> dict:
+    return yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())
+
+
+# ------------------------------------------------------------------------------------------------------------ Kueue
+def _kueue_values(**variables) -> dict:
+    """The kueue role's chart values (plugins/module_utils/batch/_kueue.py) with the lab inventory's user values merged over
+    them, as roles/kueue/tasks/main.yml merges kueue_values (combine recursive)."""
+    from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue
+
+    values = _kueue.chart_values({**_defaults("kueue"), **variables})
+    values["controllerManager"]["tolerations"] = [KWOK]
+    return values
+
+
+def _manager_config(docs: list[dict]) -> dict:
+    return yaml.safe_load(_one(docs, "ConfigMap", "kueue-manager-config")["data"]["controller_manager_config.yaml"])
+
+
+def test_kueue_chart_is_the_role_pin(kueue_chart):
+    """Upstream's Chart.yaml in git carries the release's version (its Makefile stamps the tag): the role's pin, the
+    lab's Kueue controller (versions.env KUEUE_VERSION) and the fixture agree with it."""
+    meta = yaml.safe_load((kueue_chart / "Chart.yaml").read_text())
+    fixture = yaml.safe_load((FIXTURES / "kueue/Chart.yaml").read_text())
+    assert (meta["name"], meta["version"], meta["appVersion"]) == ("kueue", "0.19.2", "v0.19.2")
+    assert (fixture["name"], fixture["version"], fixture["appVersion"]) == (meta["name"], meta["version"], "v0.19.2")
+    assert _defaults("kueue")["kueue_chart_version"] == _lab().upstream_chart_version("kueue") == meta["version"]
+
+
+def test_kueue_role_merges_over_upstream_manager_configuration(kueue_chart):
+    """The chart takes the manager's Configuration as one string: the role's base is upstream's default of the pinned
+    chart (the API client's qps 300 / burst 500 and the reconcilers' concurrency stay), and the fixture carries the
+    same Configuration (upstream's string has comments besides)."""
+    from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue
+
+    upstream, fixture = (
+        yaml.safe_load(yaml.safe_load(path.read_text())["managerConfig"]["controllerManagerConfigYaml"])
+        for path in (kueue_chart / "values.yaml", FIXTURES / "kueue/values.yaml")
+    )
+    assert upstream == _kueue.UPSTREAM_MANAGER_CONFIG
+    assert fixture == upstream
+
+
+@pytest.mark.parametrize(
+    ("variables", "frameworks", "without_queue"),
+    [
+        ({}, ["batch/job"], False),
+        ({"kueue_integrations": ["batch/job", "pod"], "kueue_manage_jobs_without_queue_name": True}, None, True),
+    ],
+)
+def test_kueue_role_values_render_on_the_upstream_chart(kueue_chart, variables, frameworks, without_queue):
+    docs = _render(kueue_chart, "kueue", "kueue-system", _kueue_values(**variables))
+    config = _manager_config(docs)
+    assert config["clientConnection"] == {"qps": 300, "burst": 500}
+    assert config["controller"]["groupKindConcurrency"]["Workload.kueue.x-k8s.io"] == 10
+    assert config["integrations"]["frameworks"] == (frameworks or variables["kueue_integrations"])
+    assert config["manageJobsWithoutQueueName"] is without_queue
+    # the chart adds its internal certificate management where the Configuration names none (the fixture does too)
+    assert config["internalCertManagement"] == {
+        "enable": True,
+        "webhookServiceName": "kueue-webhook-service",
+        "webhookSecretName": "kueue-webhook-server-cert",
+    }
+    pod = _one(docs, "Deployment", "kueue-controller-manager")["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "registry.k8s.io/kueue/kueue:v0.19.2"
+    assert pod["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+    assert pod["tolerations"] == [KWOK]
+
+
+def test_kueue_fixture_renders_what_upstream_does_for_the_role(kueue_chart):
+    """What the role and the lab's tests read of the release, in the fixture as in upstream's chart: the Deployment
+    and the manager ConfigMap, their names and the Configuration."""
+    values = _kueue_values(kueue_integrations=["batch/job", "pod"])
+    upstream = _render(kueue_chart, "kueue", "kueue-system", values)
+    fixture = _render(FIXTURES / "kueue", "kueue", "kueue-system", values)
+    assert _names(fixture, "Deployment") == _names(upstream, "Deployment") == {"kueue-controller-manager"}
+    assert _manager_config(fixture) == _manager_config(upstream)
+    for docs in (fixture, upstream):
+        pod = _one(docs, "Deployment", "kueue-controller-manager")["spec"]["template"]["spec"]
+        assert pod["containers"][0]["image"] == "registry.k8s.io/kueue/kueue:v0.19.2" and pod["tolerations"] == [KWOK]
+
+
+def test_kueue_upstream_chart_registers_what_the_lab_does_not_serve(kueue_chart):
+    """Why the lab serves the fixture: upstream's chart always creates (no value turns them off) the admission webhook
+    configurations of the names the lab registers for its host-process Kueue (as loopback URLs), but on the in-cluster
+    Service kueue-webhook-service with no caBundle (Kueue's internal certificate management injects it), with
+    failurePolicy Fail for Jobs and Kueue's own kinds; CRDs whose conversion webhook is that Service; and the
+    visibility API as APIServices on kueue-visibility-server, which the lab's Kueue does not run (VisibilityOnDemand
+    off) - an unavailable aggregated API fails discovery and holds namespace deletion."""
+    from gpuops_lab import kueue as lab_kueue
+
+    docs = _render(kueue_chart, "kueue", "kueue-system", _kueue_values())
+    for kind, name in lab_kueue.WEBHOOK_NAMES.items():
+        hooks = {h["name"]: h for h in _one(docs, kind, name)["webhooks"]}
+        for hook in hooks.values():
+            assert set(hook["clientConfig"]) == {"service"}
+            assert hook["clientConfig"]["service"]["name"] == "kueue-webhook-service"
+        assert hooks[f"{'m' if kind.startswith('Mutating') else 'v'}job.kb.io"]["failurePolicy"] == "Fail"
+        assert hooks[f"{'m' if kind.startswith('Mutating') else 'v'}clusterqueue.kb.io"]["failurePolicy"] == "Fail"
+    crds = {d["spec"]["names"]["plural"]: d["spec"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+    converted = {name for name, spec in crds.items() if "conversion" in spec}
+    assert len(crds) == 11 and {"clusterqueues", "localqueues", "workloads", "cohorts"} <= converted
+    for name in converted:
+        assert crds[name]["conversion"]["strategy"] == "Webhook"
+        assert crds[name]["conversion"]["webhook"]["clientConfig"]["service"]["name"] == "kueue-webhook-service"
+    assert _names(docs, "APIService") == {"v1beta1.visibility.kueue.x-k8s.io", "v1beta2.visibility.kueue.x-k8s.io"}
+    assert {d["spec"]["service"]["name"] for d in docs if d["kind"] == "APIService"} == {"kueue-visibility-server"}
+    assert lab_kueue.config(_lab())["featureGates"] == {"VisibilityOnDemand": False}
+
+
+# ---------------------------------------------------------------------------------------------------------- Volcano
+def _volcano_values(**variables) -> dict:
+    """The volcano role's chart values (plugins/module_utils/batch/_volcano.py) with the molecule scenario's user values."""
+    from ansible_collections.gpuops.platform.plugins.module_utils.batch import _volcano
+
+    values = _volcano.chart_values({**_defaults("volcano"), **variables})
+    values["custom"]["default_tolerations"] = [KWOK]
+    return values
+
+
+def test_volcano_chart_is_the_role_pin(volcano_chart):
+    meta = yaml.safe_load((volcano_chart / "Chart.yaml").read_text())
+    fixture = yaml.safe_load((FIXTURES / "volcano/Chart.yaml").read_text())
+    assert (meta["name"], str(meta["version"]), str(meta["appVersion"])) == ("volcano", "1.15.1", "1.15.1")
+    assert (fixture["name"], str(fixture["version"])) == (meta["name"], str(meta["version"]))
+    assert _defaults("volcano")["volcano_chart_version"] == _lab().upstream_chart_version("volcano") == "1.15.1"
+
+
+@pytest.mark.parametrize(
+    "queues", [[], [{"name": "p", "deserved": {"cpu": 8}}, {"name": "a", "parent": "p", "deserved": {"cpu": 4}}]]
+)
+def test_volcano_role_values_render_on_the_upstream_chart(volcano_chart, queues):
+    from ansible_collections.gpuops.platform.plugins.module_utils.batch import _volcano
+
+    variables = {"volcano_queues": queues}
+    docs = _render(volcano_chart, "volcano", "volcano-system", _volcano_values(**variables))
+    # the Deployments the role's validate waits for, by name
+    assert _names(docs, "Deployment") == set(_volcano.deployments(_defaults("volcano")))
+    conf = _one(docs, "ConfigMap", "volcano-scheduler-configmap")["data"]["volcano-scheduler.conf"]
+    assert conf == _volcano.scheduler_config(queues)
+    for name in _names(docs, "Deployment"):
+        pod = _one(docs, "Deployment", name)["spec"]["template"]["spec"]
+        assert pod["tolerations"] == [KWOK]
+        assert pod["containers"][0]["image"].endswith(":v1.15.1")
+        assert "--scheduler-name=volcano" in pod["containers"][0]["args"]
+    admission = _one(docs, "Deployment", "volcano-admission")["spec"]["template"]["spec"]["containers"][0]
+    assert f"--enabled-admission={','.join(_defaults('volcano')['volcano_enabled_admissions'])}" in admission["args"]
+    off = _render(volcano_chart, "volcano", "volcano-system", _volcano_values(volcano_admission_enable=False))
+    assert _names(off, "Deployment") == {"volcano-scheduler", "volcano-controllers"}
+
+
+def test_volcano_role_default_configuration_is_upstreams(volcano_chart):
+    """The role's configuration without hierarchical queues is the chart's default (config/volcano-scheduler.conf),
+    the file the lab's vc-scheduler runs with too."""
+    from ansible_collections.gpuops.platform.plugins.module_utils.batch import _volcano
+
+    upstream = yaml.safe_load((volcano_chart / "config/volcano-scheduler.conf").read_text())
+    assert yaml.safe_load(_volcano.scheduler_config([])) == upstream
+    fixture = _render(FIXTURES / "volcano", "volcano", "volcano-system", {})
+    conf = _one(fixture, "ConfigMap", "volcano-scheduler-configmap")["data"]["volcano-scheduler.conf"]
+    assert yaml.safe_load(conf) == upstream
+
+
+def test_volcano_fixture_deployments_are_upstreams(volcano_chart):
+    """The fixture's Deployments carry upstream's names and `app` labels (the controllers' is volcano-controller)."""
+    values = _volcano_values()
+    upstream = _render(volcano_chart, "volcano", "volcano-system", values)
+    fixture = _render(FIXTURES / "volcano", "volcano", "volcano-system", values)
+
+    def labels(docs: list[dict]) -> dict:
+        return {d["metadata"]["name"]: d["metadata"]["labels"]["app"] for d in docs if d["kind"] == "Deployment"}
+
+    assert (
+        labels(fixture)
+        == labels(upstream)
+        == {
+            "volcano-scheduler": "volcano-scheduler",
+            "volcano-controllers": "volcano-controller",
+            "volcano-admission": "volcano-admission",
+        }
+    )
+
+
+def test_volcano_upstream_chart_registers_what_the_lab_does_not_serve(volcano_chart):
+    """Why the lab serves the fixture: with the role's default admission_enable, upstream's chart runs a pre-install /
+    pre-upgrade hook Job (volcano-admission-init: a script that writes the webhook certificate Secret) and creates the
+    webhook configurations on the in-cluster Service volcano-admission-service with failurePolicy Fail and no caBundle
+    (vc-webhook-manager injects it); the lab runs no webhook-manager. Every Volcano CRD is a template of the release
+    (the lab installs six of them before vc-scheduler starts)."""
+    from gpuops_lab import volcano as lab_volcano
+
+    docs = _render(volcano_chart, "volcano", "volcano-system", _volcano_values())
+    job = _one(docs, "Job", "volcano-admission-init")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    hooks = [h for d in docs if d["kind"].endswith("WebhookConfiguration") for h in d["webhooks"]]
+    assert len(hooks) == 7
+    for hook in hooks:
+        assert hook["failurePolicy"] == "Fail" and set(hook["clientConfig"]) == {"service"}
+        assert hook["clientConfig"]["service"]["name"] == "volcano-admission-service"
+    specs = [c["spec"] for c in _kind(docs, "CustomResourceDefinition")]
+    crds = {f"{spec['group']}_{spec['names']['plural']}.yaml" for spec in specs}
+    assert set(lab_volcano.CRDS) <= crds and len(crds) == 11
+    off = _render(volcano_chart, "volcano", "volcano-system", _volcano_values(volcano_admission_enable=False))
+    assert not [d for d in off if d["kind"].endswith("WebhookConfiguration") or d["kind"] == "Job"]
