@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 # written by controllers on their own schedule, not by a playbook (NodeFeature: the lab's nfd-worker stand-in)
-VOLATILE = {"Event", "Lease", "Endpoints", "EndpointSlice", "Pod", "NodeFeature"}
+# ComponentStatus is no stored object: the API server probes the scheduler and controller-manager on each read
+VOLATILE = {"Event", "Lease", "Endpoints", "EndpointSlice", "Pod", "NodeFeature", "ComponentStatus"}
 # node labels and annotations NFD's master writes from the NodeFeatures, on its own schedule (an earlier test that
 # removed and restored the NFD CRDs has it relabel the nodes for a while); no playbook of the collection writes them
 NFD_OWNED = ("feature.node.kubernetes.io/", "nfd.node.kubernetes.io/")

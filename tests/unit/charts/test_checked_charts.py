@@ -77,8 +77,8 @@ def _defaults(role: str) -> dict:
 
 # ------------------------------------------------------------------------------------------------------------ Kueue
 def _kueue_values(**variables) -> dict:
-    """The kueue role's chart values (plugins/module_utils/batch/_kueue.py) with the lab inventory's user values merged over
-    them, as roles/kueue/tasks/main.yml merges kueue_values (combine recursive)."""
+    """The kueue role's chart values (plugins/module_utils/batch/_kueue.py) with the lab inventory's user values merged
+    over them, as roles/kueue/tasks/main.yml merges kueue_values (combine recursive)."""
     from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue
 
     values = _kueue.chart_values({**_defaults("kueue"), **variables})
@@ -183,7 +183,8 @@ def test_kueue_upstream_chart_registers_what_the_lab_does_not_serve(kueue_chart)
 
 # ---------------------------------------------------------------------------------------------------------- Volcano
 def _volcano_values(**variables) -> dict:
-    """The volcano role's chart values (plugins/module_utils/batch/_volcano.py) with the molecule scenario's user values."""
+    """The volcano role's chart values (plugins/module_utils/batch/_volcano.py) with the molecule scenario's user
+    values."""
     from ansible_collections.gpuops.platform.plugins.module_utils.batch import _volcano
 
     values = _volcano.chart_values({**_defaults("volcano"), **variables})
