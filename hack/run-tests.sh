@@ -88,7 +88,8 @@ INTEGRATION_D=(tests/integration/test_kueue_admission.py tests/integration/test_
   tests/integration/test_sriov_bundled_source.py tests/integration/test_uninstall.py
   tests/integration/test_volcano_scheduling.py tests/integration/test_gpu_alerts_e2e.py
   tests/integration/test_network_operator_guards.py tests/integration/test_network_status_lab.py
-  tests/integration/test_awx_jobs.py hack/tests/integration/test_kueue_lab.py tests/integration/test_helm_killed.py)
+  tests/integration/test_awx_jobs.py hack/tests/integration/test_kueue_lab.py tests/integration/test_helm_killed.py
+  tests/integration/test_remediation.py)
 integration_files() { # integration_files a|d: the files of that half
   local f
   for f in tests/integration/test_*.py hack/tests/integration/test_*.py; do
