@@ -66,7 +66,7 @@ class Rulebook:
         """(alert name, node) -> {mode, event} the stub playbook was last run with."""
         out = {}
         for p in self.records.glob("*.json"):
-            alert, _, node = p.stem.partition("@")
+            alert, _sep, node = p.stem.partition("@")
             try:
                 out[alert, node] = json.loads(p.read_text())
             except json.JSONDecodeError:  # being written

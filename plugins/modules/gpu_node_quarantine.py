@@ -11,7 +11,7 @@ short_description: Quarantine a GPU node for a GPU fault event, hand it to break
 version_added: 0.5.0
 description:
   - Takes one remediation event (O(event), the rulebook's C(gpuops_remediation_event)), checks it field by field, and
-    refuses a node that does not exist or is not a GPU node of the platform (no GPU vendor label, no GPU resources:
+    refuses a node that does not exist or is not a GPU node of the platform (no GPU vendor label, no GPU resources -
     the inventory plugin's rule) - nothing changed in either case.
   - With O(state=quarantined) and the event's C(action=quarantine), the node is cordoned, optionally tainted
     (O(taint), off by default), labelled C(gpuops.platform/remediation=quarantined) and annotated with the alert, the
@@ -265,7 +265,7 @@ def run(ctx: Any) -> dict[str, Any]:
     validate_event(ctx.params["event"])  # a bad event is named before any connection is made
     api_client = _k8s.new_api_client(ctx.params)
     api = _api.ClusterApi(api_client, _k8s.Reader(api_client))
-    job = Quarantine(ctx.params, api, ctx.check_mode, lambda: now())
+    job = Quarantine(ctx.params, api, ctx.check_mode, now)
     result = job.run()
     for warning in job.warnings:
         ctx.warn(warning)

@@ -31,7 +31,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.monitoring._monito
     finding,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.network import _network
-from ansible_collections.gpuops.platform.plugins.module_utils.status import _sharing_status as _sharing_status
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _sharing_status
 
 CHART = "kube-prometheus-stack"
 

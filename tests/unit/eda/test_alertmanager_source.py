@@ -128,7 +128,7 @@ def test_repeats_within_the_window_are_dropped(source):
     a = alert("GPUXidFallenOffBus")
 
     async def scenario(client, queue, clock):
-        for _ in range(3):  # Alertmanager's repeat notifications
+        for _repeat in range(3):  # Alertmanager's repeat notifications
             assert (await client.post("/alerts", json=notification(a))).status == 200
             clock.now += 10
         assert len(await drain(queue)) == 1

@@ -115,7 +115,8 @@ def cluster(monkeypatch):
     return fake
 
 
-def _q(run_module, event=EVENT, check_mode=False, **args):
+def _q(run_module, event=None, check_mode=False, **args):
+    event = EVENT if event is None else event
     return run_module(gpu_node_quarantine, {"event": event, "plan_drain": False, **args}, check_mode=check_mode)
 
 
