@@ -150,18 +150,24 @@ def test_a_gang_that_does_not_fit_binds_no_pod_until_it_fits(cluster, core, cust
     nodes = gpu_nodes(3, advertise=2)  # 16 GPUs for a gang of 3 x 8
     pods = submit(core, custom, namespace, podgroup("big", "default", 3), pods=3, gpus=8)
 
+    full_gang = re.compile(r"\d/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable")
+
     def gang_unschedulable():
-        return [c for c in conditions(custom, namespace, "big") if c.get("type") == "Unschedulable"]
+        # vc-scheduler may first judge the group while the pods are still being created ("x/2 tasks ...,
+        # 2 Pending, 3 minAvailable"): wait for its verdict on the whole gang of three
+        return [
+            c
+            for c in conditions(custom, namespace, "big")
+            if c.get("type") == "Unschedulable" and full_gang.match(c.get("message", ""))
+        ]
 
     # vc-scheduler looked at it: the gang plugin records why the group cannot be placed
     cond = wait_for(gang_unschedulable, 30)
     assert cond, (
-        f"no Unschedulable condition on PodGroup big: {conditions(custom, namespace, 'big')}; {logs_hint(cluster)}"
+        f"no Unschedulable condition for the whole gang on PodGroup big: {conditions(custom, namespace, 'big')}; "
+        f"{logs_hint(cluster)}"
     )
     assert cond[0]["status"] == "True" and cond[0]["reason"] == "NotEnoughResources", cond
-    assert re.match(
-        r"\d/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable", cond[0]["message"]
-    )
     seen = watch(custom, core, namespace, "big", pods)
     assert set(seen) <= {"Pending", "Inqueue"} and seen[-1] in ("Pending", "Inqueue"), seen
     # the third node advertises its GPUs: the three pods are bound together, one per node
