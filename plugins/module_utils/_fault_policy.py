@@ -21,7 +21,9 @@ rulebook ``extensions/eda/rulebooks/gpu_health.yml`` is generated from it (:func
   action), as findings.
 - :func:`remediation_event`: the event the remediation playbook receives for one Alertmanager alert (the contract;
   ``docs/remediation-events.md``), computed in Python; the rulebook computes the same in Jinja and a test runs both.
-- :func:`rulebook`: the rulebook (a list of one rule set), ready to dump as YAML.
+- :func:`rulebook`: the rulebook (a list of one rule set), ready to dump as YAML: ``gpu_health.yml`` runs the
+  remediation playbook (``run_playbook``); ``gpu_health_controller.yml``, the same rules, launches the AWX /
+  Automation Platform job template instead (``run_job_template``), for a rulebook activation of the EDA controller.
 
 Facts (checked 2026-11-28):
 
@@ -36,6 +38,16 @@ Facts (checked 2026-11-28):
   mapping and a missing label needs ``default``; ``run_playbook`` takes ``name`` (a path or a collection playbook
   ``namespace.collection.name``, found under the collection's ``playbooks/``), ``extra_vars`` and ``lock`` (actions
   holding the same lock run one at a time); a rule set's ``match_multiple_rules`` defaults to false.
+- ansible-rulebook 1.3.2 ``run_job_template`` (``action/run_job_template.py``, ``job_template_runner.py``): ``name``
+  and ``organization`` (required) find the template through ``GET api/v2/unified_job_templates/?name=`` (type
+  ``job_template``, ``summary_fields.organization.name``); ``job_args`` is the launch body (``POST`` to the template's
+  ``related.launch``: ``extra_vars``, and ``limit`` = the rule set's hosts unless given); the action waits for the job
+  by polling ``api/v2/jobs/?id__in=``. A rulebook with a controller action does not start without a controller
+  (``--controller-url`` and ``--controller-token`` or username/password, or ``EDA_CONTROLLER_URL``/
+  ``EDA_CONTROLLER_TOKEN``...; ``app.py`` ``validate_actions`` raises ControllerNeededException, then ``GET
+  api/v2/config/``), which is why the controller rulebook is a second file and not a condition in the first.
+  AWX drops ``extra_vars`` a template does not prompt for (``ask_variables_on_launch`` or a survey), so the
+  remediation templates ask for them (``awx/job_templates.yml``).
 """
 
 from __future__ import annotations
@@ -83,6 +95,8 @@ ALERT_CLASSES: dict[str, str] = {
 NODE_LABEL = "Hostname"  # the alert label naming the Kubernetes node (dcgm-exporter's NODE_NAME)
 PLAYBOOK = "gpuops.platform.remediate"  # playbooks/remediate.yml of this collection
 LOCK = "gpuops-remediation"  # one remediation run at a time: the circuit breaker counts what the last one did
+JOB_TEMPLATE = "gpuops - remediate"  # awx/job_templates.yml: playbooks/remediate.yml, the whole pipeline
+ORGANIZATION = "Default"  # awx/job_templates.yml's organization
 DEFAULT_MODE = "dry_run"  # what the rulebook passes when its gpuops_remediation_mode variable is not set
 SOURCE = "gpuops.platform.alertmanager"
 SOURCE_DEFAULTS: dict[str, Any] = {"host": "127.0.0.1", "port": 5050}
@@ -245,12 +259,39 @@ def _in(alerts: list[str]) -> str:
     return "[" + ", ".join(f'"{a}"' for a in alerts) + "]"
 
 
-def rulebook() -> list[dict[str, Any]]:
-    """The rulebook ``gpu_health.yml``: one rule per alert that acts (quarantine or label), passing the alert to the
-    remediation playbook; the alerts that do nothing, the acting alerts without a node label and every other alert
-    are logged. Rulebook variables (``--vars``/``--env-vars``): ``gpuops_eda_host``, ``gpuops_eda_port`` (where the
+def _remediation_action(controller: bool, fault_class: str, action: str) -> dict[str, Any]:
+    """The action of a rule that acts: the remediation playbook, or its AWX job template, with the same extra vars."""
+    extra_vars = {
+        "gpuops_remediation_mode": f'{{{{ gpuops_remediation_mode | default("{DEFAULT_MODE}") }}}}',
+        "gpuops_remediation_event": _event_vars(fault_class, action),
+    }
+    if controller:
+        return {
+            "run_job_template": {
+                "name": f'{{{{ gpuops_remediation_job_template | default("{JOB_TEMPLATE}") }}}}',
+                "organization": f'{{{{ gpuops_remediation_organization | default("{ORGANIZATION}") }}}}',
+                "lock": LOCK,
+                "job_args": {"extra_vars": extra_vars},
+            }
+        }
+    return {
+        "run_playbook": {
+            "name": f'{{{{ gpuops_remediation_playbook | default("{PLAYBOOK}") }}}}',
+            "lock": LOCK,
+            "extra_vars": extra_vars,
+        }
+    }
+
+
+def rulebook(controller: bool = False) -> list[dict[str, Any]]:
+    """The rulebook ``gpu_health.yml`` (``gpu_health_controller.yml`` with ``controller``): one rule per alert that acts
+    (quarantine or label), passing the alert to the remediation playbook (its AWX job template); the alerts that do
+    nothing, the acting alerts without a node label and every other alert are logged. Rulebook variables
+    (``--vars``/``--env-vars``, or an activation's variables): ``gpuops_eda_host``, ``gpuops_eda_port`` (where the
     source listens), ``gpuops_remediation_mode`` (passed on; default dry_run), ``gpuops_remediation_playbook`` (the
-    playbook run; default the collection's remediate playbook)."""
+    playbook run; default the collection's remediate playbook) or, with ``controller``,
+    ``gpuops_remediation_job_template`` and ``gpuops_remediation_organization`` (the job template launched; default
+    ``gpuops - remediate`` in ``Default``)."""
     policies = alert_policies()
     acting = [a for a, p in policies.items() if p["action"] != "none"]
     idle = [a for a, p in policies.items() if p["action"] == "none"]
@@ -261,16 +302,7 @@ def rulebook() -> list[dict[str, Any]]:
             {
                 "name": f"{alert}: {p['action']} ({p['fault_class']})",
                 "condition": f'{_L}.alertname == "{alert}" and {_L}.{NODE_LABEL} is defined',
-                "action": {
-                    "run_playbook": {
-                        "name": f'{{{{ gpuops_remediation_playbook | default("{PLAYBOOK}") }}}}',
-                        "lock": LOCK,
-                        "extra_vars": {
-                            "gpuops_remediation_mode": f'{{{{ gpuops_remediation_mode | default("{DEFAULT_MODE}") }}}}',
-                            "gpuops_remediation_event": _event_vars(p["fault_class"], p["action"]),
-                        },
-                    }
-                },
+                "action": _remediation_action(controller, p["fault_class"], p["action"]),
             }
         )
     for alert in idle:
@@ -306,7 +338,7 @@ def rulebook() -> list[dict[str, Any]]:
     ]
     return [
         {
-            "name": "GPU health: alerts to remediation",
+            "name": "GPU health: alerts to remediation" + (" (AWX job template)" if controller else ""),
             "hosts": "all",
             "sources": [
                 {

@@ -79,10 +79,26 @@ def test_remediation_event():
     assert fp.remediation_event(alert("KubeNodeNotReady")) is None
 
 
-def test_committed_rulebook_is_the_generated_one():
-    committed = eda_rulebook.RULEBOOK.read_text()
-    assert committed == eda_rulebook.render(), "the rulebook is generated: run make rulebook (hack/eda_rulebook.py)"
-    assert yaml.safe_load(committed) == fp.rulebook()
+@pytest.mark.parametrize("path", [eda_rulebook.RULEBOOK, eda_rulebook.CONTROLLER_RULEBOOK], ids=lambda p: p.name)
+def test_committed_rulebook_is_the_generated_one(path):
+    committed = path.read_text()
+    assert committed == eda_rulebook.render(path), "the rulebook is generated: run make rulebook (hack/eda_rulebook.py)"
+    assert yaml.safe_load(committed) == fp.rulebook(controller=path == eda_rulebook.CONTROLLER_RULEBOOK)
+
+
+def test_the_controller_rulebook_launches_the_job_template_with_the_same_rules_and_vars():
+    (local,) = fp.rulebook()
+    (controller,) = fp.rulebook(controller=True)
+    assert controller["sources"] == local["sources"]
+    assert [r["condition"] for r in controller["rules"]] == [r["condition"] for r in local["rules"]]
+    for mine, theirs in zip(controller["rules"], local["rules"]):
+        if "run_playbook" not in theirs["action"]:
+            assert mine["action"] == theirs["action"]
+            continue
+        launch, run = mine["action"]["run_job_template"], theirs["action"]["run_playbook"]
+        assert launch["job_args"] == {"extra_vars": run["extra_vars"]}
+        assert launch["lock"] == run["lock"] == fp.LOCK
+        assert fp.JOB_TEMPLATE in launch["name"] and fp.ORGANIZATION in launch["organization"]
 
 
 def test_rulebook_conditions_follow_the_table():
