@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 from pathlib import Path
+
+from ansible_collections.gpuops.platform.plugins.module_utils import _fault_policy as fp
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -38,3 +41,19 @@ def notification(*alerts: dict, status: str = "firing") -> dict:
         "externalURL": "http://alertmanager:9093",
         "alerts": list(alerts),
     }
+
+
+def gpu_alert(name: str, i: int) -> dict:
+    """The alert ``name`` of the collection's rules on node dgx-<i>, GPU i % 8, with the labels dcgm-exporter gives
+    (an XID alert: its err_code, 79 for the fallen-off-bus one)."""
+    policy = fp.alert_policies()[name]
+    labels = {"UUID": f"GPU-{i:08x}-7d4b", "pci_bus_id": f"00000000:{16 + i:02X}:00.0", "gpu": str(i % 8)}
+    if name.startswith("GPUXid"):
+        labels["err_code"] = "79" if name == "GPUXidFallenOffBus" else "13" if "Application" in name else "48"
+    return alert(name, node=f"dgx-{i}", severity=policy["severity"], **labels)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

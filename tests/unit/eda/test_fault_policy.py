@@ -91,7 +91,7 @@ def test_the_controller_rulebook_launches_the_job_template_with_the_same_rules_a
     (controller,) = fp.rulebook(controller=True)
     assert controller["sources"] == local["sources"]
     assert [r["condition"] for r in controller["rules"]] == [r["condition"] for r in local["rules"]]
-    for mine, theirs in zip(controller["rules"], local["rules"]):
+    for mine, theirs in zip(controller["rules"], local["rules"], strict=True):
         if "run_playbook" not in theirs["action"]:
             assert mine["action"] == theirs["action"]
             continue

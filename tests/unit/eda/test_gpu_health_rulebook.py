@@ -8,40 +8,25 @@ the others never do; repeats and bad bodies change nothing and the source keeps 
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import pytest
 from ansible_collections.gpuops.platform.plugins.module_utils import _fault_policy as fp
-from eda_payloads import alert, notification
+from eda_payloads import alert, free_port, gpu_alert, notification
 from gpuops_lab import eda
 from gpuops_lab.eda import post
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _gpu_alert(name: str, i: int) -> dict:
-    policy = fp.alert_policies()[name]
-    labels = {"UUID": f"GPU-{i:08x}-7d4b", "pci_bus_id": f"00000000:{16 + i:02X}:00.0", "gpu": str(i % 8)}
-    if name.startswith("GPUXid"):
-        labels["err_code"] = "79" if name == "GPUXidFallenOffBus" else "13" if "Application" in name else "48"
-    return alert(name, node=f"dgx-{i}", severity=policy["severity"], **labels)
-
-
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    rulebook = eda.start(tmp_path_factory.mktemp("eda"), _free_port())
+    rulebook = eda.start(tmp_path_factory.mktemp("eda"), free_port())
     yield rulebook
     rulebook.stop()
 
 
 def test_every_gpu_alert_as_the_policy_says(engine):
     policies = fp.alert_policies()
-    alerts = [_gpu_alert(name, i) for i, name in enumerate(policies)]
+    alerts = [gpu_alert(name, i) for i, name in enumerate(policies)]
     alerts.append(alert("KubeNodeNotReady", node=None, node_label="dgx-0"))
     alerts.append(alert("GPUXidHardwareError", node=None, UUID="GPU-x", err_code="119"))
     acting = {a["labels"]["alertname"]: a for a in alerts[: len(policies)] if fp.remediation_event(a) is not None}
@@ -73,12 +58,12 @@ def test_repeats_and_bad_bodies_change_nothing(engine):
     assert before, "runs after test_every_gpu_alert_as_the_policy_says"
     assert post(f"{url}/alerts", b"{not json") == 400
     assert post(f"{url}/alerts", json.dumps({"alerts": [{"status": "firing"}]}).encode()) == 400
-    again = notification(_gpu_alert("GPUXidFallenOffBus", 2))  # the same alert again: a repeat
+    again = notification(gpu_alert("GPUXidFallenOffBus", 2))  # the same alert again: a repeat
     assert post(f"{url}/alerts", json.dumps(again).encode()) == 200
     time.sleep(5)
     assert {p.name: p.stat().st_mtime_ns for p in records.glob("*.json")} == before
     assert engine.proc.poll() is None
-    resolved = notification({**_gpu_alert("GPUXidFallenOffBus", 2), "status": "resolved"})
+    resolved = notification({**gpu_alert("GPUXidFallenOffBus", 2), "status": "resolved"})
     assert post(f"{url}/alerts", json.dumps(resolved).encode()) == 200
     got = {}
     deadline = time.monotonic() + 60
