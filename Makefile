@@ -16,13 +16,13 @@ export PYTHONPYCACHEPREFIX := $(REPO)/.state/pycache
 LAB := $(PY) -m gpuops_lab
 COLL_LINK := $(REPO)/.state/collections/ansible_collections/gpuops/platform
 
-.PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench ee role-readmes rulebook clean
+.PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench ee de role-readmes rulebook clean
 
 help:
 	@echo "make demo   - build/reuse the local control plane, start it (and its Prometheus), run site.yml, print node readiness, onboard a fifth node"
 	@echo "make test   - lint, sanity, unit, integration and molecule tests (starts the lab as needed)"
 	@echo "make down   - stop every lab process and remove all lab state"
-	@echo "make up | status | bench | build | venv | ee (AWX execution environment build context) | role-readmes | rulebook (extensions/eda/rulebooks/gpu_health.yml from the fault policy)"
+	@echo "make up | status | bench | build | venv | ee (AWX execution environment build context) | de (EDA decision environment build context) | role-readmes | rulebook (extensions/eda/rulebooks/gpu_health*.yml from the fault policy)"
 
 $(VENV)/.stamp: hack/venv/gpuops_zipimport_cache.py requirements/bootstrap.txt requirements/dev.txt requirements/constraints.txt
 	py=$$(bash hack/find-python312.sh) && $$py -m venv $(VENV)
@@ -93,6 +93,9 @@ test: build
 
 ee: build
 	bash hack/ee-context.sh .state/ee/context
+
+de: venv
+	bash hack/ee-context.sh .state/de/context decision-environment.yml
 
 bench: build
 	$(PY) benchmarks/run.py $(BENCH_ARGS)

@@ -1,9 +1,12 @@
 """The AWX execution environment: `hack/ee-context.sh` writes a complete ansible-builder v3 build context offline
-(issue 12) - the collection artifact, its Python and system requirements, kubernetes.core and the pinned helm."""
+(issue 12) - the collection artifact, its Python and system requirements, kubernetes.core and the pinned helm. The
+EDA decision environment (decision-environment.yml) the same way: ansible-rulebook, Java 17 and the collection's
+event source and rulebooks, pinned as tested."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import tarfile
@@ -11,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_builder.ee_schema import validate_schema
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,14 +40,22 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split("."))
 
 
-@pytest.fixture(scope="module")
-def context(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ee") / "context"
+def _build_context(out: Path, definition: str) -> Path:
     r = subprocess.run(
-        ["bash", str(REPO / "hack/ee-context.sh"), str(out)], capture_output=True, text=True, check=False
+        ["bash", str(REPO / "hack/ee-context.sh"), str(out), definition], capture_output=True, text=True, check=False
     )
     assert r.returncode == 0, r.stdout + r.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def context(tmp_path_factory):
+    return _build_context(tmp_path_factory.mktemp("ee") / "context", "execution-environment.yml")
+
+
+@pytest.fixture(scope="module")
+def de_context(tmp_path_factory):
+    return _build_context(tmp_path_factory.mktemp("de") / "context", "decision-environment.yml")
 
 
 def test_containerfile_installs_pinned_ansible_and_helm(context):
@@ -104,3 +116,41 @@ def test_python_requirements_are_pinned_as_tested_and_cover_every_import(context
     }
     assert third_party <= set(provides), third_party - set(provides)
     assert {provides[m] for m in third_party} <= set(pins)
+
+
+def test_the_decision_environment_is_a_builder_v3_definition_pinned_as_tested():
+    de = yaml.safe_load((REPO / "decision-environment.yml").read_text())
+    ee = yaml.safe_load((REPO / "execution-environment.yml").read_text())
+    validate_schema(yaml.safe_load((REPO / "decision-environment.yml").read_text()))  # raises DefinitionError
+    assert de["version"] == 3
+    dev, tested = _pins(REPO / "requirements/dev.txt"), _pins(REPO / "requirements/constraints.txt")
+    deps = de["dependencies"]
+    assert deps["ansible_core"]["package_pip"] == f"ansible-core=={dev['ansible-core']}"
+    assert deps["ansible_runner"]["package_pip"] == f"ansible-runner=={dev['ansible-runner']}"
+    pins = dict(p.split("==") for p in deps["python"])
+    assert (pins["ansible-rulebook"], pins["aiohttp"]) == (dev["ansible-rulebook"], dev["aiohttp"])
+    normal = {re.sub(r"[-_.]+", "-", name): version for name, version in tested.items()}  # PEP 503 names
+    assert all(normal[re.sub(r"[-_.]+", "-", name.lower())] == version for name, version in pins.items()), pins
+    # the EE's base and interpreter; the Java runtime ansible-rulebook needs (hack/host-deps.sh: 17)
+    assert de["images"] == ee["images"] and deps["python_interpreter"] == ee["dependencies"]["python_interpreter"]
+    assert deps["system"] == ["java-17-openjdk-headless [platform:rpm]"]
+    assert {"name": "files/gpuops-platform.tar.gz", "type": "file"} in deps["galaxy"]["collections"]
+
+
+def test_the_decision_environment_context_carries_the_source_and_rulebooks(de_context):
+    text = (de_context / "Containerfile").read_text()
+    dev = _pins(REPO / "requirements/dev.txt")
+    refs = f"ansible-core=={dev['ansible-core']} ansible-runner=={dev['ansible-runner']}"
+    assert f'ARG ANSIBLE_INSTALL_REFS="{refs}"' in text and "RUN ansible-rulebook --version" in text
+    assert "helm" not in text and not (de_context / "_build/files/helm").exists()
+    assert f"ansible-rulebook=={dev['ansible-rulebook']}" in (de_context / "_build/requirements.txt").read_text()
+    assert "java-17-openjdk-headless" in (de_context / "_build/bindep.txt").read_text()
+    req = yaml.safe_load((de_context / "_build/requirements.yml").read_text())
+    assert {"name": "files/gpuops-platform.tar.gz", "type": "file"} in req["collections"]
+    with tarfile.open(de_context / "_build/files/gpuops-platform.tar.gz") as tar:
+        names = set(tar.getnames())
+        rulebook = yaml.safe_load(tar.extractfile("extensions/eda/rulebooks/gpu_health_controller.yml").read())  # type: ignore[union-attr]
+    assert "extensions/eda/plugins/event_source/alertmanager.py" in names
+    assert "extensions/eda/rulebooks/gpu_health.yml" in names and "decision-environment.yml" not in names
+    # the activation's rulebook takes its events from the source the image carries
+    assert "gpuops.platform.alertmanager" in rulebook[0]["sources"][0]
