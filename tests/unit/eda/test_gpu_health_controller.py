@@ -241,6 +241,7 @@ def test_one_launch_per_acting_alert_with_the_event(activation):
         extra = launch["body"]["extra_vars"]
         event = extra["gpuops_remediation_event"]
         assert launch["template"] == fp.JOB_TEMPLATE
+        assert launch["body"]["limit"] == "all"  # the rule set's hosts; AWX ignores it without the prompt
         assert event["alert"] not in got, f"launched twice for {event['alert']}"
         got[event["alert"]] = extra
     assert sorted(got) == sorted(acting), activation.log.read_text()[-4000:]
