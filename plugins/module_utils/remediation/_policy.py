@@ -17,15 +17,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils.remediation._event import gpu_words, parse_time
-from ansible_collections.gpuops.platform.plugins.module_utils.remediation._marks import (
+from ansible_collections.gpuops.platform.plugins.module_utils.remediation._event import parse_time
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views
+from ansible_collections.gpuops.platform.plugins.module_utils.status._remediation_marks import (
     ANNOTATIONS,
     BY,
     LABEL,
     PREFIX,
+    gpu_words,
     taint_text,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views
 
 
 def utcnow() -> datetime:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils.remediation._marks import quarantine_taints
 from ansible_collections.gpuops.platform.plugins.module_utils.smoke._smoke import (
     AMD_GPU,
     AMD_PRODUCT_LABEL,
@@ -53,6 +52,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.smoke._smoke_phase
     phase_findings,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.smoke._smoke_results import table
+from ansible_collections.gpuops.platform.plugins.module_utils.status._remediation_marks import quarantine_taints
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # the taint a cordon puts on a node
 

@@ -35,9 +35,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils.release import _upgrade
-from ansible_collections.gpuops.platform.plugins.module_utils.remediation import _marks
-from ansible_collections.gpuops.platform.plugins.module_utils.remediation._event import gpu_words
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _network_status
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _remediation_marks as _marks
 from ansible_collections.gpuops.platform.plugins.module_utils.status._diag_common import node_finding
 from ansible_collections.gpuops.platform.plugins.module_utils.status._gpu_labels import DEVICE_PLUGIN
 
@@ -167,7 +166,7 @@ def _quarantine(labels: Mapping[str, str], annotations: Mapping[str, str], taint
         "state": labels.get(_marks.LABEL),
         "alert": annotations.get(a["alert"]),
         "fault_class": annotations.get(a["fault_class"]),
-        "gpu": gpu_words(
+        "gpu": _marks.gpu_words(
             {
                 "index": annotations.get(a["gpu_index"]),
                 "uuid": annotations.get(a["gpu_uuid"]),

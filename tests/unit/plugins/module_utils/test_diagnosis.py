@@ -500,7 +500,7 @@ CASES += [
 ONBOARD_MARK = {"gpuops.platform/onboarding-cordoned": "host preparation needs a reboot"}
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 CORDONED = {"unschedulable": True, "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}
-# what playbooks/remediate.yml leaves on a quarantined node (remediation/_marks.py)
+# what playbooks/remediate.yml leaves on a quarantined node (status/_remediation_marks.py)
 QUARANTINE_MARKS = {
     "gpuops.platform/remediation.alert": "GPUXidFallenOffBus",
     "gpuops.platform/remediation.fault-class": "bus",

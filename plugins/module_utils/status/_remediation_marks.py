@@ -5,8 +5,8 @@
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
 
-"""The marks a remediation quarantine leaves on a Node - its label, its annotations, gpuops' taint in words - once,
-with no import of the rest of the collection: the quarantine (``_policy``), the node's diagnosis
+"""The marks a remediation quarantine leaves on a Node - its label, its annotations, gpuops' taint, the GPU in words -
+once, with no import of the rest of the collection: the quarantine (``_policy``), the node's diagnosis
 (``status._diag_scheduling``) and the smoke tests that re-validate a quarantined node (``smoke._smoke_plan``) read
 them."""
 
@@ -44,3 +44,12 @@ def quarantine_taints(node: Mapping[str, Any]) -> list[dict[str, Any]]:
     ours = ((node.get("metadata") or {}).get("annotations") or {}).get(ANNOTATIONS["taint"])
     taints = (node.get("spec") or {}).get("taints") or []
     return [dict(t) for t in taints if ours and isinstance(t, Mapping) and t.get("key") and taint_text(t) == ours]
+
+
+def gpu_words(gpu: Mapping[str, Any]) -> str:
+    """The GPU in words for messages: ``GPU 3 (GPU-5c6f..., 00000000:17:00.0)``; ``the node`` when unknown."""
+    parts = [x for x in (gpu.get("uuid"), gpu.get("pci_bus_id")) if x]
+    if gpu.get("index") is None and not parts:
+        return "the node (no GPU named)"
+    head = f"GPU {gpu['index']}" if gpu.get("index") is not None else "GPU"
+    return head + (f" ({', '.join(parts)})" if parts else "")
