@@ -148,6 +148,16 @@ pools:
           advertised: {"nvidia.com/gpu": 16}
           resource_slices: []
           gpu_pods: []
+table:
+  description:
+    - The nodes of the pools as a text table - C(NODE), C(POOL), C(MODEL), C(EXPECTED) and C(ADVERTISED)
+      (C(resource=count) pairs), C(MIG) (the node's C(nvidia.com/mig.config.state), MIG pools), C(SLICES) (the DRA
+      devices the node publishes, DRA pools); C(-) where a column does not apply.
+  returned: always
+  type: str
+  sample: |-
+    NODE         POOL         MODEL         EXPECTED            ADVERTISED          MIG  SLICES
+    pcie-l40s-0  l40s-shared  time_slicing  nvidia.com/gpu=16  nvidia.com/gpu=16  -    -
 diagnosis:
   description: Findings C({id, severity, object, evidence, cause, fix}).
   returned: always
@@ -230,6 +240,7 @@ def status(ctx: Any) -> dict[str, Any]:
     result = {
         "changed": False,
         "pools": got["pools"],
+        "table": _status.table(got["pools"]),
         "diagnosis": got["diagnosis"],
         "not_ready": [n.as_dict() for n in not_ready],
         "ready": not not_ready and not errors,

@@ -10,8 +10,9 @@ simulated DGX H100 node:
   (minAvailable 2 of 3: one pod goes, the other is held until a replacement is ready elsewhere, the run fails naming
   the budget and the node stays quarantined); the rerun (the same event) changes nothing of the quarantine, evicts
   the held pod and hands the node to break-fix (no host-prep connection in this inventory, no reboot allowed);
-- resolved: the node is re-validated (ready, no GPU operand of it not ready) and returned (uncordoned, gpuops' marks
-  gone, the kwok taint kept);
+- resolved: the node is re-validated (ready, no GPU operand of it not ready, its own smoke test) - a pod holding its
+  GPUs leaves the smoke pod unscheduled, the test fails and the node stays quarantined; once the GPUs are free the smoke
+  pod is bound to the cordoned node, and the node is returned (uncordoned, gpuops' marks gone, the kwok taint kept);
 - a storm of events for five GPU nodes at once, the breaker at two nodes: exactly two quarantined, three refused
   with the breaker's message, the breaker open (TRIPPED), nothing done to the refused nodes;
 - a CPU node and a node that does not exist: refused, nothing changed (API snapshot).
@@ -36,6 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 KWOK = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
 LABEL = "gpuops.platform/remediation"
 A = "gpuops.platform/remediation."
+SMOKE = "gpuops.platform/smoke.cuda.nvidia-h100-80gb-hbm3"
 
 
 def event(node: str, status: str = "firing", **over) -> dict:
@@ -123,6 +125,15 @@ def advertise(core, node: str) -> None:
     body = {"status": {"capacity": {**status.capacity, **gpus}, "allocatable": {**status.allocatable, **gpus}}}
     core.patch_node_status(node, body)
     assert wait_for(lambda: (core.read_node(node).status.allocatable or {}).get("nvidia.com/gpu") == "8", 30)
+    core.patch_node(node, {"metadata": {"labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}})  # GFD's
+
+
+def hog(name: str, node: str) -> dict:
+    """A pod bound to the node by name (past its cordon, as a pod with spec.nodeName is) holding its 8 GPUs."""
+    out = pod(name, node)
+    out["metadata"]["labels"] = {"app": "hog"}
+    out["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}
+    return out
 
 
 def running(core, namespace: str, names: list[str]) -> bool:
@@ -135,7 +146,19 @@ def breaker_ns(namespace):
     return {"gpuops_remediation_namespace": namespace}
 
 
-def test_xid79_dry_run_then_act_then_return(cluster, core, namespace, add_nodes, breaker_ns, tmp_path):
+@pytest.fixture
+def smoke_ns(core, namespace):
+    """The smoke tests' namespace of the test (the role creates it), removed after it."""
+    name = f"{namespace}-smoke"[:63]
+    yield name
+    try:
+        core.delete_namespace(name)
+    except client.ApiException as e:
+        if e.status != 404:
+            raise
+
+
+def test_xid79_dry_run_then_act_then_return(cluster, core, namespace, add_nodes, breaker_ns, smoke_ns, tmp_path):
     node, other = add_nodes("dgx-h100", 2)
     policy = client.PolicyV1Api(cluster.api_client)
     for name, where in (("train-0", node), ("train-1", node), ("train-2", other)):
@@ -158,6 +181,13 @@ def test_xid79_dry_run_then_act_then_return(cluster, core, namespace, add_nodes,
     assert wait_for(lambda: running(core, namespace, ["train-0", "train-1", "train-2"]), 60)
     assert wait_for(allowed(1), 60), "the PodDisruptionBudget never allowed one disruption"
     ev = event(node)
+    # the re-validation's smoke tests: their pods tolerate the lab's kwok taint too, and give up on a pod after 10 s
+    smoke = {
+        "gpuops_remediation_mode": "act",
+        "smoke_tests_tolerations": KWOK,
+        "smoke_tests_timeout": 10,
+        "smoke_tests_namespace": smoke_ns,
+    }
 
     # dry run: only Events
     before = snapshot(cluster.api_client)
@@ -208,11 +238,29 @@ def test_xid79_dry_run_then_act_then_return(cluster, core, namespace, add_nodes,
     r = remediate(cluster, tmp_path, event(node, status="resolved"), gpuops_remediation_mode="act", **breaker_ns)
     assert r.returncode != 0 and "failed its re-validation" in r.stdout and "gpu-resource-missing" in r.stdout
     assert core.read_node(node).spec.unschedulable is True
-    # the device plugin advertises the GPUs again (what the simulated GPU Operator does): re-validated and returned
+    # the device plugin advertises the GPUs again (what the simulated GPU Operator does), but a pod bound to the node
+    # past the cordon holds all 8: the node's smoke test cannot be scheduled, it fails and the node stays quarantined
     advertise(core, node)
-    r = remediate(cluster, tmp_path, event(node, status="resolved"), gpuops_remediation_mode="act", **breaker_ns)
+    core.create_namespaced_pod(namespace, hog("hog", node))
+    assert wait_for(lambda: running(core, namespace, ["hog"]), 60)
+    r = remediate(cluster, tmp_path, event(node, status="resolved"), **smoke, **breaker_ns)
+    assert r.returncode != 0, r.stdout[-4000:]
+    assert "failed its re-validation" in r.stdout and "stays quarantined: its smoke tests did not pass" in r.stdout
+    assert "smoke test(s) failed: cuda.nvidia-h100-80gb-hbm3 on " + node in r.stdout
+    assert "not scheduled" in r.stdout and "Insufficient nvidia.com/gpu" in r.stdout
+    n = core.read_node(node)
+    assert n.spec.unschedulable is True and n.metadata.labels[LABEL] == "break-fix"
+    assert n.metadata.labels[SMOKE] == "fail"
+    assert "GpuopsReturned" not in node_events(core, node)
+    # the GPUs free again: the smoke pod runs on the cordoned node (it tolerates the cordon), re-validated, returned
+    core.delete_namespaced_pod("hog", namespace, grace_period_seconds=0)
+    assert wait_for(lambda: "hog" not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items}, 60)
+    r = remediate(cluster, tmp_path, event(node, status="resolved"), **smoke, **breaker_ns)
     assert r.returncode == 0, r.stdout[-4000:]
     n = core.read_node(node)
+    assert n.metadata.labels[SMOKE] == "not-measured"  # kwok runs nothing in the pod: bound, nothing measured
+    record = json.loads(n.metadata.annotations[SMOKE])
+    assert [(p["node"], p["requests"]) for p in record["pods"]] == [(node, {"nvidia.com/gpu": "1"})], record
     assert not n.spec.unschedulable
     assert LABEL not in (n.metadata.labels or {})
     assert not [k for k in n.metadata.annotations or {} if k.startswith(A)]

@@ -154,17 +154,21 @@ def schema_problems(value: Any, schema: Any, path: str = "") -> list[str]:
 
 
 def schema_findings(var: str, values: Any, schema: Any, chart: str) -> list[Finding]:
-    """One finding per value the chart's values.schema.json rejects, naming the variable and the key."""
+    """One finding naming the variable and the chart, with every value the chart's values.schema.json rejects in its
+    evidence (one cause, one fix); none when the values pass."""
+    problems = schema_problems(values, schema)
+    if not problems:
+        return []
     return [
         {
             "id": "chart-values-schema",
             "severity": "error",
             "object": {"kind": "variable", "name": var},
-            "evidence": [problem],
-            "cause": f"chart {chart} ships values.schema.json and rejects this value (Helm would fail to render).",
+            "evidence": problems,
+            "cause": f"chart {chart} ships values.schema.json and rejects "
+            f"{'this value' if len(problems) == 1 else 'these values'} (Helm would fail to render)",
             "fix": f"correct the key in {var} (see the chart's values.yaml and values.schema.json).",
         }
-        for problem in schema_problems(values, schema)
     ]
 
 

@@ -156,12 +156,3 @@ def validate_mode(mode: Any) -> str:
             field="mode",
         )
     return str(mode)
-
-
-def gpu_words(gpu: Mapping[str, Any]) -> str:
-    """The GPU in words for messages: ``GPU 3 (GPU-5c6f..., 00000000:17:00.0)``; ``the node`` when unknown."""
-    parts = [x for x in (gpu.get("uuid"), gpu.get("pci_bus_id")) if x]
-    if gpu.get("index") is None and not parts:
-        return "the node (no GPU named)"
-    head = f"GPU {gpu['index']}" if gpu.get("index") is not None else "GPU"
-    return head + (f" ({', '.join(parts)})" if parts else "")

@@ -17,28 +17,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ansible_collections.gpuops.platform.plugins.module_utils.remediation._event import gpu_words, parse_time
+from ansible_collections.gpuops.platform.plugins.module_utils.remediation._event import parse_time
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views
-
-BY = "gpuops"
-LABEL = "gpuops.platform/remediation"  # quarantined | notified | break-fix
-_A = "gpuops.platform/remediation."
-ANNOTATIONS = {
-    "alert": _A + "alert",
-    "fault_class": _A + "fault-class",
-    "severity": _A + "severity",
-    "gpu_uuid": _A + "gpu-uuid",
-    "gpu_pci_bus_id": _A + "gpu-pci-bus-id",
-    "gpu_index": _A + "gpu-index",
-    "fault_since": _A + "fault-since",
-    "fingerprint": _A + "fingerprint",
-    "by": _A + "by",
-    "at": _A + "at",
-    "cordoned": _A + "cordoned",  # "true": gpuops cordoned the node (a node a person cordoned stays cordoned)
-    "taint": _A + "taint",  # the taint gpuops added, key=value:effect
-    "break_fix": _A + "break-fix",
-}
-STATES = ("quarantined", "notified", "break-fix")
+from ansible_collections.gpuops.platform.plugins.module_utils.status._remediation_marks import (
+    ANNOTATIONS,
+    BY,
+    LABEL,
+    PREFIX,
+    gpu_words,
+    taint_text,
+)
 
 
 def utcnow() -> datetime:
@@ -93,10 +81,6 @@ def quarantined_view(nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
 
 
 # -- the node's marks ---------------------------------------------------------------------------------------------
-def taint_text(taint: Mapping[str, Any]) -> str:
-    return f"{taint['key']}={taint.get('value') or ''}:{taint['effect']}"
-
-
 def desired_marks(
     node: Mapping[str, Any], event: Mapping[str, Any], state: str, taint: Mapping[str, Any] | None, now: datetime
 ) -> dict[str, Any]:
@@ -146,7 +130,7 @@ def returned_marks(node: Mapping[str, Any]) -> dict[str, Any]:
     unschedulable = bool(spec.get("unschedulable")) and ann.get(ANNOTATIONS["cordoned"]) != "true"
     return {
         "labels": {LABEL: None},
-        "annotations": {k: None for k in ann if k.startswith(_A)},
+        "annotations": {k: None for k in ann if k.startswith(PREFIX)},
         "unschedulable": unschedulable,
         "taints": taints,
     }

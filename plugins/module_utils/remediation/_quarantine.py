@@ -18,11 +18,8 @@ from typing import Any
 from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import GpuOpsError, InvalidInput, NotFound
 from ansible_collections.gpuops.platform.plugins.module_utils.remediation import _policy
 from ansible_collections.gpuops.platform.plugins.module_utils.remediation._api import BREAKER, Conflict, close_command
-from ansible_collections.gpuops.platform.plugins.module_utils.remediation._event import (
-    gpu_words,
-    validate_event,
-    validate_mode,
-)
+from ansible_collections.gpuops.platform.plugins.module_utils.remediation._event import validate_event, validate_mode
+from ansible_collections.gpuops.platform.plugins.module_utils.status._remediation_marks import gpu_words
 
 RETRIES = 8  # reads and decisions again after a conflicting write (another run marked a node meanwhile)
 TARGET = {"quarantine": "quarantined", "label": "notified"}

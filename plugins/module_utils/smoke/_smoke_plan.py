@@ -52,6 +52,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils.smoke._smoke_phase
     phase_findings,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.smoke._smoke_results import table
+from ansible_collections.gpuops.platform.plugins.module_utils.status._remediation_marks import quarantine_taints
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # the taint a cordon puts on a node
 
 
 def _pod(
@@ -83,10 +86,23 @@ def _pod(
             "restartPolicy": "Never",
             "activeDeadlineSeconds": ctx["timeout"],
             "nodeSelector": selector,
-            "tolerations": list(ctx["tolerations"]),
+            "tolerations": list(ctx["tolerations"]) + list(node["tolerate"]),
             "containers": [container],
         },
     }
+
+
+def pinned_tolerations(node: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What a test pod needs to reach a node named in smoke_tests_nodes although it is cordoned or quarantined: the
+    cordon's taint (kube-scheduler's NodeUnschedulable admits a pod that tolerates it) and the taint gpuops'
+    remediation quarantine added (its annotation names it) - no other taint of the node."""
+    out: list[dict[str, Any]] = []
+    if (node.get("spec") or {}).get("unschedulable"):
+        out.append({"key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"})
+    for taint in quarantine_taints(node):
+        value = taint.get("value") or ""
+        out.append({"key": taint["key"], "operator": "Equal", "value": value, "effect": taint["effect"]})
+    return out
 
 
 def _entry(test: str, pods: Sequence[Obj], nodes: Sequence[str], product: str | None, **extra: Any) -> dict[str, Any]:
@@ -145,7 +161,25 @@ def plan(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], model
         (_node_view(n, models.get(str(_meta(n).get("name")))) for n in nodes if _meta(n).get("name")),
         key=lambda n: n["name"],
     )
-    view = [n for n in view if n["schedulable"]]
+    pinned = [str(n) for n in variables.get("smoke_tests_nodes") or ()]
+    if pinned:
+        raw = {str(_meta(n).get("name")): n for n in nodes}
+        unknown_nodes = [n for n in pinned if n not in raw]
+        if unknown_nodes:
+            findings.append(
+                _finding(
+                    "smoke-node-unknown",
+                    "error",
+                    "Variable",
+                    "smoke_tests_nodes",
+                    [f"not in the cluster: {', '.join(unknown_nodes)}"],
+                    "the role tests only nodes the cluster has",
+                    "name nodes of `kubectl get nodes`, or leave smoke_tests_nodes empty (every schedulable node)",
+                )
+            )
+        view = [dict(n, tolerate=pinned_tolerations(raw[n["name"]])) for n in view if n["name"] in pinned]
+    else:
+        view = [dict(n, tolerate=[]) for n in view if n["schedulable"]]
     pods: list[Obj] = []
     claims: list[Obj] = []
     entries: list[dict[str, Any]] = []

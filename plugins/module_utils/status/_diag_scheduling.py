@@ -20,6 +20,13 @@ A cordon is ours and expected when the step that set it says so on the node:
 - the SR-IOV config daemon drains a node to change its VFs (``sriovnetwork.openshift.io/current-state=Draining``
   or ``desired-state`` Drain_Required/Draining).
 
+Those are info. The remediation quarantine (``playbooks/remediate.yml``: label ``gpuops.platform/remediation``
+quarantined or break-fix, annotations ``gpuops.platform/remediation.*``) is ours too and named as such - the alert,
+the fault class, the GPU, since when, how the node returns - but stays a warning: unlike the steps above it does not
+end on its own once a step finishes; the node is out of service for a GPU fault until the fault clears and its
+re-validation passes, or, handed to break-fix, until a person repairs it. The taint the quarantine added (its
+annotation names it) is part of that finding, not a node-tainted one.
+
 Any other cordon is a warning: no new pod lands on the node and its GPUs sit idle."""
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils.release import _upgrade
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _network_status
+from ansible_collections.gpuops.platform.plugins.module_utils.status import _remediation_marks as _marks
 from ansible_collections.gpuops.platform.plugins.module_utils.status._diag_common import node_finding
 from ansible_collections.gpuops.platform.plugins.module_utils.status._gpu_labels import DEVICE_PLUGIN
 
@@ -62,7 +70,13 @@ CONDITION_TAINTS = tuple(
 )
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
-CORDONED_BY = {"onboarding": "onboarding", "driver-upgrade": "driver upgrade", "sriov-drain": "SR-IOV drain"}
+CORDONED_BY = {
+    "onboarding": "onboarding",
+    "driver-upgrade": "driver upgrade",
+    "sriov-drain": "SR-IOV drain",
+    "remediation": "gpuops remediation",
+}
+QUARANTINE_STATES = ("quarantined", "break-fix")  # the remediation label's values that keep a node cordoned
 
 
 def taint_text(taint: Mapping[str, Any]) -> str:
@@ -102,6 +116,8 @@ def _blocking(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]
 
 def _cordoned_by(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[str | None, str | None]:
     """(who, the marker that says so) for a cordoned node; (None, None) when no gpuops step says it."""
+    if labels.get(_marks.LABEL) in QUARANTINE_STATES:
+        return "remediation", f"label {_marks.LABEL}={labels[_marks.LABEL]}"
     if ONBOARDING_CORDON in annotations:
         return "onboarding", f"annotation {ONBOARDING_CORDON}={annotations[ONBOARDING_CORDON]}"
     state = labels.get(_upgrade.STATE_LABEL)
@@ -123,7 +139,8 @@ def node_scheduling(node: Mapping[str, Any], tolerations: Sequence[Mapping[str, 
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     cordoned = bool(spec.get("unschedulable"))
     by, marker = _cordoned_by(labels, annotations) if cordoned else (None, None)
-    taints = [taint_text(t) for t in spec.get("taints") or () if _blocking(t, tolerations)]
+    ours = [dict(t) for t in _marks.quarantine_taints(node)] if by == "remediation" else []
+    taints = [taint_text(t) for t in spec.get("taints") or () if t not in ours and _blocking(t, tolerations)]
     parts = []
     if cordoned:
         parts.append(f"cordoned ({CORDONED_BY[by]})" if by else "cordoned")
@@ -137,7 +154,30 @@ def node_scheduling(node: Mapping[str, Any], tolerations: Sequence[Mapping[str, 
         "upgrade_state": labels.get(_upgrade.STATE_LABEL),
         "cordoned_before_upgrade": str(annotations.get(UPGRADE_INITIAL_STATE, "")).lower() == "true",
         "taints": taints,
+        "quarantine": _quarantine(labels, annotations, ours) if by == "remediation" else None,
         "summary": ", ".join(parts) or "schedulable",
+    }
+
+
+def _quarantine(labels: Mapping[str, str], annotations: Mapping[str, str], taints: Sequence[Mapping]) -> dict[str, Any]:
+    """What the remediation's marks say of a quarantined node (the QUARANTINED table reads the same annotations)."""
+    a = _marks.ANNOTATIONS
+    return {
+        "state": labels.get(_marks.LABEL),
+        "alert": annotations.get(a["alert"]),
+        "fault_class": annotations.get(a["fault_class"]),
+        "gpu": _marks.gpu_words(
+            {
+                "index": annotations.get(a["gpu_index"]),
+                "uuid": annotations.get(a["gpu_uuid"]),
+                "pci_bus_id": annotations.get(a["gpu_pci_bus_id"]),
+            }
+        ),
+        "since": annotations.get(a["fault_since"]),
+        "at": annotations.get(a["at"]),
+        "ours": str(annotations.get(a["cordoned"], "")).lower() == "true",
+        "break_fix": annotations.get(a["break_fix"]),
+        "taints": [taint_text(t) for t in taints],
     }
 
 
@@ -163,8 +203,52 @@ def _expected_cordon(name: str, by: str, state: str | None) -> tuple[str, str]:
     )
 
 
+def _quarantine_cordon(name: str, q: Mapping[str, Any]) -> tuple[list[str], str, str]:
+    """(evidence, cause, fix) of a node the remediation quarantined: the alert, the fault class, the GPU, how it
+    returns (docs/remediation.md, Return)."""
+    evidence = [
+        f"annotation {_marks.ANNOTATIONS['alert']}={q['alert']}",
+        f"annotation {_marks.ANNOTATIONS['fault_class']}={q['fault_class']}",
+        f"quarantined at {q['at']} (fault since {q['since']})",
+        *(f"taint {t} (the quarantine's)" for t in q["taints"]),
+        *([f"handed to break-fix at {q['break_fix']}"] if q["break_fix"] else []),
+    ]
+    fault = f"{q['alert'] or 'a GPU alert'} (fault class {q['fault_class'] or 'unknown'}) on {q['gpu']}"
+    cordon = (
+        "cordoned it" if q["ours"] else "found it cordoned already (a person's cordon, which stays after its return)"
+    )
+    returns = (
+        "when the alert resolves, the gpu_health rulebook runs playbooks/remediate.yml with the resolved event, which "
+        "re-validates the node (host checks, GPU operands, its own smoke tests) and returns it; a node that fails "
+        "stays quarantined"
+    )
+    if q["state"] == "break-fix":
+        cause = (
+            f"gpuops remediation quarantined the node after {fault}, {cordon}, and handed it to break-fix: its "
+            "repair ladder ended there (no reset or reboot it could or was allowed to do), so it waits for a person; "
+            "no new pod is scheduled there"
+        )
+        fix = (
+            f"repair the GPU of {name}; then {returns} - or return it by hand with the resolved event "
+            "(ansible-playbook playbooks/remediate.yml -e @event.json -e gpuops_remediation_mode=act, "
+            "docs/remediation.md, Return)"
+        )
+    else:
+        cause = (
+            f"gpuops remediation quarantined the node after {fault} and {cordon}: it is drained and out of service "
+            "while the fault is handled; no new pod is scheduled there"
+        )
+        fix = (
+            f"{returns}; by hand, with the resolved event: ansible-playbook playbooks/remediate.yml "
+            "-e @event.json -e gpuops_remediation_mode=act (docs/remediation.md, Return); the diagnosis' QUARANTINED "
+            "table lists every quarantined node"
+        )
+    return evidence, cause, fix
+
+
 def rule_node_scheduling(view: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Cordoned GPU node -> info when a gpuops step cordoned it (its marker in the evidence), warning otherwise;
+    """Cordoned GPU node -> info when a gpuops step cordoned it (its marker in the evidence), a warning that names
+    the alert and the way back when the remediation quarantined it, warning otherwise;
     NoSchedule/NoExecute taints the GPU stack does not tolerate -> warning naming them."""
     out = []
     for node in view["nodes"]:
@@ -172,7 +256,11 @@ def rule_node_scheduling(view: Mapping[str, Any]) -> list[dict[str, Any]]:
         state = sched.get("upgrade_state")
         if sched.get("cordoned"):
             evidence = [f"node {name}: spec.unschedulable=true (SchedulingDisabled)"]
-            if sched.get("cordoned_by"):
+            if sched.get("cordoned_by") == "remediation":
+                more, cause, fix = _quarantine_cordon(name, sched["quarantine"])
+                evidence += [sched["marker"], *more]
+                severity = "warning"  # intended, but a GPU fault keeps the node out of service (module docstring)
+            elif sched.get("cordoned_by"):
                 cause, fix = _expected_cordon(name, sched["cordoned_by"], state)
                 evidence.append(sched["marker"])
                 severity = "info"

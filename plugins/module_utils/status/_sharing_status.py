@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _table
 from ansible_collections.gpuops.platform.plugins.module_utils.host import _gpu_catalog
 from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _capacity, _mig, _pools
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views as _cluster_status
@@ -302,3 +303,33 @@ def view(raw: Mapping[str, Any], pools: Sequence[Mapping[str, Any]], params: Map
                     )
                 )
     return {"pools": out_pools, "diagnosis": findings, "not_ready": not_ready}
+
+
+def _amounts(counts: Mapping[str, Any] | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((counts or {}).items())) or "-"
+
+
+def table(pools: Sequence[Mapping[str, Any]]) -> str:
+    """The per-node sharing table the gpu_sharing role prints: NODE, POOL, MODEL, EXPECTED and ADVERTISED (resource
+    counts), MIG (the node's ``nvidia.com/mig.config.state``, MIG pools), SLICES (DRA devices the node publishes, DRA
+    pools); ``-`` where a column does not apply; ``no node in any pool`` when the pools have none."""
+
+    def slices(n: Mapping[str, Any]) -> int:
+        return sum(int(s.get("devices") or 0) for s in n.get("resource_slices") or ())
+
+    rows = [
+        [
+            n.get("name"),
+            pool.get("name"),
+            pool.get("model"),
+            _amounts(n.get("expected")),
+            _amounts(n.get("advertised")),
+            ((n.get("labels") or {}).get(_pools.MIG_STATE_LABEL) or "none") if pool.get("model") == "mig" else "-",
+            slices(n) if pool.get("model") == "dra" else "-",
+        ]
+        for pool in pools
+        for n in pool.get("nodes") or ()
+    ]
+    if not rows:
+        return "no node in any pool"
+    return "\n".join(_table.aligned([["NODE", "POOL", "MODEL", "EXPECTED", "ADVERTISED", "MIG", "SLICES"], *rows]))

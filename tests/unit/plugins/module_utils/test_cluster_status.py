@@ -373,6 +373,7 @@ _CORDON = {"unschedulable": True, "taints": [{"key": "node.kubernetes.io/unsched
         ({}, {}, {}, "schedulable", True),
         (_CORDON, {}, {}, "cordoned", False),
         (_CORDON, {}, {"gpuops.platform/onboarding-cordoned": "reboot"}, "cordoned (onboarding)", False),
+        (_CORDON, {"gpuops.platform/remediation": "quarantined"}, {}, "cordoned (gpuops remediation)", False),
         (
             _CORDON,
             {"nvidia.com/gpu-driver-upgrade-state": "validation-required"},
@@ -401,7 +402,7 @@ _CORDON = {"unschedulable": True, "taints": [{"key": "node.kubernetes.io/unsched
             False,
         ),
     ],
-    ids=["none", "cordoned", "onboarding", "driver-upgrade", "gpu-taint", "tainted", "both"],
+    ids=["none", "cordoned", "onboarding", "remediation", "driver-upgrade", "gpu-taint", "tainted", "both"],
 )
 def test_node_view_scheduling(spec, labels, annotations, summary, schedulable):
     view = _cluster_views.node_view(gpu_node("n1", spec=spec, labels=labels, annotations=annotations), "nvidia")

@@ -493,12 +493,26 @@ CASES += [
 
 
 # Cordoned and tainted GPU nodes (issue 27): a cordon is info when a gpuops step set it and says so (onboarding's
-# annotation, the GPU Operator's driver upgrade state label, the SR-IOV config daemon's drain), a warning otherwise;
+# annotation, the GPU Operator's driver upgrade state label, the SR-IOV config daemon's drain), a warning that names
+# the alert, the fault class and the way back when the remediation quarantined the node, a warning otherwise;
 # NoSchedule/NoExecute taints the GPU stack does not tolerate are a warning with the taint in the evidence.
 # (case id, node spec, labels, annotations, expected findings: (id, severity), fragments of cause, evidence, fix)
 ONBOARD_MARK = {"gpuops.platform/onboarding-cordoned": "host preparation needs a reboot"}
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 CORDONED = {"unschedulable": True, "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}
+# what playbooks/remediate.yml leaves on a quarantined node (status/_remediation_marks.py)
+QUARANTINE_MARKS = {
+    "gpuops.platform/remediation.alert": "GPUXidFallenOffBus",
+    "gpuops.platform/remediation.fault-class": "bus",
+    "gpuops.platform/remediation.gpu-index": "3",
+    "gpuops.platform/remediation.gpu-uuid": "GPU-5c6f1a2b-0000-1111-2222-333344445555",
+    "gpuops.platform/remediation.gpu-pci-bus-id": "00000000:17:00.0",
+    "gpuops.platform/remediation.fault-since": "2026-11-28T08:00:00Z",
+    "gpuops.platform/remediation.at": "2026-11-28T08:00:04Z",
+    "gpuops.platform/remediation.by": "gpuops",
+    "gpuops.platform/remediation.cordoned": "true",
+}
+QUARANTINE_TAINT = {"key": "gpuops.platform/quarantined", "value": "bus", "effect": "NoSchedule"}
 SCHEDULING_CASES = [
     ("schedulable", {}, {}, {}, [], ()),
     (
@@ -548,6 +562,53 @@ SCHEDULING_CASES = [
         {"sriovnetwork.openshift.io/current-state": "Draining"},
         [("node-cordoned", "info")],
         ("SR-IOV", "sriovnetwork.openshift.io/current-state=Draining", "SriovNetworkNodeState"),
+    ),
+    (
+        "quarantined-by-remediation",
+        {**CORDONED, "taints": [*CORDONED["taints"], QUARANTINE_TAINT]},
+        {"gpuops.platform/remediation": "quarantined"},
+        {**QUARANTINE_MARKS, "gpuops.platform/remediation.taint": "gpuops.platform/quarantined=bus:NoSchedule"},
+        [("node-cordoned", "warning")],  # the quarantine's taint is in the cordon's finding, no node-tainted one
+        (
+            "gpuops remediation quarantined the node after GPUXidFallenOffBus (fault class bus) on GPU 3 (GPU-5c6f",
+            "label gpuops.platform/remediation=quarantined",
+            "taint gpuops.platform/quarantined=bus:NoSchedule (the quarantine's)",
+            "re-validates the node",
+            "playbooks/remediate.yml",
+            "docs/remediation.md, Return",
+        ),
+    ),
+    (
+        "handed-to-break-fix",
+        CORDONED,
+        {"gpuops.platform/remediation": "break-fix"},
+        {**QUARANTINE_MARKS, "gpuops.platform/remediation.break-fix": "2026-11-28T08:05:00Z"},
+        [("node-cordoned", "warning")],
+        ("handed it to break-fix", "waits for a person", "repair the GPU of g1", "at 2026-11-28T08:05:00Z"),
+    ),
+    (
+        "quarantined-after-a-person-cordoned-it",
+        CORDONED,
+        {"gpuops.platform/remediation": "quarantined"},
+        {k: v for k, v in QUARANTINE_MARKS.items() if not k.endswith(".cordoned")},
+        [("node-cordoned", "warning")],
+        ("found it cordoned already", "GPUXidFallenOffBus"),
+    ),
+    (
+        "notified-by-remediation-cordoned-by-hand",
+        CORDONED,
+        {"gpuops.platform/remediation": "notified"},
+        {},
+        [("node-cordoned", "warning")],
+        ("no gpuops step", "kubectl uncordon g1"),
+    ),
+    (
+        "a-foreign-taint-beside-the-quarantine",
+        {**CORDONED, "taints": [*CORDONED["taints"], QUARANTINE_TAINT, {"key": "maint", "effect": "NoExecute"}]},
+        {"gpuops.platform/remediation": "quarantined"},
+        {**QUARANTINE_MARKS, "gpuops.platform/remediation.taint": "gpuops.platform/quarantined=bus:NoSchedule"},
+        [("node-cordoned", "warning"), ("node-tainted", "warning")],
+        ("taint maint:NoExecute", "GPUXidFallenOffBus"),
     ),
     (
         "upgrade-state-without-cordon",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _judge
 from ansible_collections.gpuops.platform.plugins.module_utils.release import _helm_release as hr
 
 DEPLOYED = {"status": "deployed", "chart": "c", "version": "1.0.0", "revision": 3}
@@ -69,6 +70,18 @@ def test_schema_findings_name_the_variable_and_the_chart():
     (f,) = hr.schema_findings("amd_gpu_operator_values", {"image": {}, "replicas": "x"}, SCHEMA, "c 1.0.0")
     assert f["id"] == "chart-values-schema" and f["object"] == {"kind": "variable", "name": "amd_gpu_operator_values"}
     assert "c 1.0.0" in f["cause"] and "amd_gpu_operator_values" in f["fix"]
+    assert "rejects this value" in f["cause"]
+
+
+def test_schema_findings_merge_every_rejected_value_into_one_finding():
+    values = {"replicas": "x"}  # image missing too: two problems, one finding, one cause
+    (f,) = hr.schema_findings("v", values, SCHEMA, "c 1.0.0")
+    assert f["evidence"] == hr.schema_problems(values, SCHEMA) and len(f["evidence"]) == 2
+    assert "rejects these values" in f["cause"]
+    msg = _judge.verdict("gpu_operator", [f])["msg"]
+    assert msg.startswith("gpu_operator: [chart-values-schema] variable v: ")
+    assert all(p in msg for p in f["evidence"]) and msg.endswith("Nothing was changed.")
+    assert hr.schema_findings("v", {"image": {}}, SCHEMA, "c 1.0.0") == []
 
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)  # noqa: UP017 - module_utils style

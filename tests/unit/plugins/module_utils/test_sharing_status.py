@@ -88,6 +88,18 @@ def test_converged_pools_are_ready():
     assert "cpu-0" not in rows
 
 
+def test_the_per_node_table():
+    lines = _status.table(_status.view(raw(), POOLS, PARAMS)["pools"]).splitlines()
+    assert lines[0].split() == ["NODE", "POOL", "MODEL", "EXPECTED", "ADVERTISED", "MIG", "SLICES"]
+    rows = [line.split() for line in lines[1:]]
+    assert rows == [
+        ["pcie-l40s-0", "l40s-shared", "time_slicing", "nvidia.com/gpu=8", "nvidia.com/gpu=8", "-", "-"],
+        ["dgx-h100-0", "h100-mig", "mig", "nvidia.com/gpu=56", "nvidia.com/gpu=56", "success", "-"],
+        ["dgx-h100-1", "h100-dra", "dra", "-", "nvidia.com/gpu=0", "-", "8"],
+    ]
+    assert _status.table([]) == "no node in any pool"
+
+
 @pytest.mark.parametrize(
     "change, unready, finding",
     [
@@ -210,6 +222,7 @@ def test_module_reports_with_constant_requests(api, run_module, check_mode):
     result, failed = run_module(gpu_sharing_status, dict(ARGS, wait={"timeout": 5}), check_mode=check_mode)
     assert not failed and result["changed"] is False and result["ready"] is True
     assert result["api_requests"] == 5
+    assert result["table"].splitlines()[1].startswith("pcie-l40s-0")
     assert result["wait"]["waited"] is True if not check_mode else "wait" not in result
 
 

@@ -231,6 +231,63 @@ def test_cordoned_nodes_are_not_tested():
     assert smoke_plan(variables(smoke_tests_tests=["cuda"]), cluster, [])["tests"] == []
 
 
+CORDON = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+QUARANTINE_TAINT = {"key": "gpuops.platform/quarantined", "value": "bus", "effect": "NoExecute"}
+
+
+def quarantined(name, taints=(), ours=None):
+    out = node(name, H100, {"nvidia.com/gpu": 8}, unschedulable=True)
+    out["spec"]["taints"] = [dict(t) for t in taints]
+    if ours:
+        out["metadata"]["annotations"] = {"gpuops.platform/remediation.taint": ours}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("cluster", "pinned", "tested", "extra_tolerations", "finding"),
+    [
+        # a cordoned node named in smoke_tests_nodes: tested, its pod tolerates the cordon and nothing else
+        ([quarantined("dgx-0"), node("dgx-1", H100, {"nvidia.com/gpu": 8})], ["dgx-0"], ["dgx-0"], [CORDON], None),
+        # gpuops' quarantine taint (its annotation names it) is tolerated exactly; another taint of the node is not
+        (
+            [
+                quarantined(
+                    "dgx-0",
+                    [QUARANTINE_TAINT, {"key": "other", "effect": "NoSchedule"}],
+                    "gpuops.platform/quarantined=bus:NoExecute",
+                )
+            ],
+            ["dgx-0"],
+            ["dgx-0"],
+            [
+                CORDON,
+                {"key": "gpuops.platform/quarantined", "operator": "Equal", "value": "bus", "effect": "NoExecute"},
+            ],
+            None,
+        ),
+        # a taint the annotation does not name (a person's) stays untolerated
+        ([quarantined("dgx-0", [QUARANTINE_TAINT])], ["dgx-0"], ["dgx-0"], [CORDON], None),
+        # a schedulable node named: tested, no extra toleration; the others are left alone
+        (
+            [node("dgx-0", H100, {"nvidia.com/gpu": 8}), node("dgx-1", L40S, {"nvidia.com/gpu": 8})],
+            ["dgx-1"],
+            ["dgx-1"],
+            [],
+            None,
+        ),
+        # a node the cluster does not have: an error before any change
+        ([node("dgx-0", H100, {"nvidia.com/gpu": 8})], ["dgx-9"], [], [], "smoke-node-unknown"),
+    ],
+)
+def test_smoke_tests_nodes_pins_the_tests_to_named_nodes(cluster, pinned, tested, extra_tolerations, finding):
+    built = smoke_plan(variables(smoke_tests_tests=["cuda"], smoke_tests_nodes=pinned), cluster, [])
+    assert sorted(n for e in built["tests"] for n in e["nodes"]) == tested
+    for p in built["pods"]:
+        assert p["spec"]["tolerations"] == variables()["smoke_tests_tolerations"] + extra_tolerations
+        assert p["spec"]["nodeSelector"]["kubernetes.io/hostname"] in pinned
+    assert [f["id"] for f in built["findings"] if f["severity"] == "error"] == ([finding] if finding else [])
+
+
 def test_explicit_rail_resources():
     cluster = [node("dgx-0", H100, {"nvidia.com/gpu": 8, "rdma/ib": 8, "nvidia.com/rail1": 4})]
     built = smoke_plan(
