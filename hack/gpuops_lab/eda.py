@@ -211,7 +211,10 @@ def up(
         if read_state(cfg).get("mode") == mode and read_state(cfg).get("controller_vars") == want["controller_vars"]:
             say(f"eda: already running (pid {proc.pid()}, mode {mode})")
             return read_state(cfg)
-        proc.stop()
+        proc.stop(timeout=20)
+        deadline = time.monotonic() + 10  # the stopped rulebook's socket closes as the process exits
+        while not port_free(port) and time.monotonic() < deadline:
+            time.sleep(0.2)
     if not port_free(port):
         raise LabError(
             f"port {port} (eda-webhook) on 127.0.0.1 is already in use; choose another with "
