@@ -131,6 +131,10 @@ def main() -> None:
         core = client.CoreV1Api(api)
         try:
             for i in range(args.injections):
+                # no run holds the rulebook's lock (before the first: an earlier lab run's alerts that Alertmanager
+                # still delivers, resolved ones retried, are handled first)
+                if not rulebook.settle(10 if i == 0 else 0, args.timeout):
+                    raise SystemExit(f"the rulebook still runs a playbook after {args.timeout:.0f}s: {rulebook.log}")
                 node = fleet.nodes[i % len(fleet.nodes)]
                 rows.append(one(cfg, core, node, (i // len(fleet.nodes)) % 4, args.timeout))
         finally:

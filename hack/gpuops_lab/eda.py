@@ -92,6 +92,29 @@ class Rulebook:
             time.sleep(0.2)
         return self.recorded()
 
+    def idle(self) -> bool:
+        """No playbook run in progress: as many runs finished (their PLAY RECAP) as started (the controller check,
+        the first play of remediate.yml and the stub's only play) in the rulebook's output."""
+        text = self.log.read_text(errors="replace")
+        started = text.count("PLAY [The cluster controller") + text.count("PLAY [Record the remediation request")
+        return started == text.count("PLAY RECAP")
+
+    def settle(self, quiet: float = 10, timeout: float = 180) -> bool:
+        """Wait until no playbook run is in progress and none starts for `quiet` seconds (Alertmanager delivers what
+        it still holds, e.g. an earlier test's resolved alerts, to a new rulebook); False after timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            while not self.idle():
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.5)
+            calm = time.monotonic() + quiet
+            while self.idle() and time.monotonic() < calm:
+                time.sleep(0.5)
+            if self.idle():
+                return True
+        return False
+
     def stop(self) -> None:
         self.proc.terminate()
         try:

@@ -145,3 +145,14 @@ def test_cli(cfg, monkeypatch, capsys):
     assert cli.main(["eda", "up", "-e", "broken"]) == 2
     assert cli.main(["eda", "down"]) == 0
     assert "eda: stopped" in capsys.readouterr().out
+
+
+def test_idle_and_settle_read_the_runs_in_the_rulebooks_output(tmp_path):
+    log = tmp_path / "log"
+    rb = eda.Rulebook(proc=None, url="", records=tmp_path, log=log)  # type: ignore[arg-type]
+    log.write_text("PLAY [The cluster controller - exactly one host]\nTASK ...\n")
+    assert not rb.idle()
+    assert rb.settle(quiet=0.1, timeout=1) is False
+    log.write_text(log.read_text() + "PLAY RECAP ***\nPLAY [Record the remediation request (test stub)]\nPLAY RECAP\n")
+    assert rb.idle()
+    assert rb.settle(quiet=0.1, timeout=1) is True
