@@ -324,7 +324,8 @@ def test_xid79_act_quarantines_drains_repairs_and_returns_the_node(gpu_monitorin
 
         # drained within the budget (the pod elsewhere stays), then handed to break-fix: no host connection
         def pods_on(where: str) -> list[str]:
-            return [p.metadata.name for p in core.list_namespaced_pod(namespace).items if p.spec.node_name == where]
+            got = core.list_namespaced_pod(namespace, label_selector="app=chain-train").items
+            return [p.metadata.name for p in got if p.spec.node_name == where]
 
         assert wait_for(lambda: pods_on(node) == [], PLAYBOOK_RUNS, 0.5), (
             pods_on(node),
