@@ -179,7 +179,7 @@ def start(
     workdir: Path,
     port: int,
     rulebook_vars: dict[str, Any] | None = None,
-    timeout: float = 90,
+    timeout: float = 180,
     mode: str = "dry_run",
     playbook: str | None = None,
     inventory_doc: dict[str, Any] | None = None,
@@ -217,7 +217,7 @@ def up(
     cfg: LabConfig,
     mode: str = "dry_run",
     controller_vars: dict[str, Any] | None = None,
-    timeout: float = 90,
+    timeout: float = 180,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Start the rulebook with the collection's remediation playbook in this mode as the lab process ``eda``, its
