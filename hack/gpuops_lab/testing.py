@@ -180,6 +180,15 @@ def add_nodes(cluster: Cluster, core) -> Iterator[Callable[..., list[str]]]:
     nodes.remove(core, made)
 
 
+def node_events(core: Any, node: str) -> dict[str, list[str]]:
+    """The Events on a Node (namespace default), their messages by reason."""
+    got = core.list_namespaced_event("default", field_selector=f"involvedObject.kind=Node,involvedObject.name={node}")
+    out: dict[str, list[str]] = {}
+    for e in got.items:
+        out.setdefault(e.reason, []).append(e.message)
+    return out
+
+
 @contextlib.contextmanager
 def gpu_alerting(
     cluster: Cluster,

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from gpuops_lab import dcgm, eda, monitoring
 from gpuops_lab.k8s import wait_for
-from gpuops_lab.testing import gpu_alerting, snapshot
+from gpuops_lab.testing import gpu_alerting, node_events, snapshot
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -191,14 +191,6 @@ LABEL = "gpuops.platform/remediation"
 A = "gpuops.platform/remediation."
 
 
-def _node_events(core, node: str) -> dict[str, list[str]]:
-    got = core.list_namespaced_event("default", field_selector=f"involvedObject.kind=Node,involvedObject.name={node}")
-    out: dict[str, list[str]] = {}
-    for e in got.items:
-        out.setdefault(e.reason, []).append(e.message)
-    return out
-
-
 def _real_rulebook(fleet, workdir: Path, mode: str) -> eda.Rulebook:
     """The rulebook with the collection's remediation playbook in this mode, on the port the lab's Alertmanager sends
     to; the breaker's state and the GPU Operator's operands in the fleet's namespace."""
@@ -245,14 +237,14 @@ def test_xid79_dry_run_through_the_chain_changes_nothing_but_events(cluster, gpu
     try:
         _gpu_series(cfg, node, 0)
         before = snapshot(cluster.api_client)
-        planned = len(_node_events(core, node).get("GpuopsRemediationPlanned", []))
+        planned = len(node_events(core, node).get("GpuopsRemediationPlanned", []))
         dcgm.inject(cfg.state, node, 0, dcgm.PRESETS["xid79"])
         assert wait_for(
-            lambda: len(_node_events(core, node).get("GpuopsRemediationPlanned", [])) > planned,
+            lambda: len(node_events(core, node).get("GpuopsRemediationPlanned", [])) > planned,
             FIRE_WITHIN + PLAYBOOK_RUNS,
             0.5,
         ), f"no plan recorded for {node}: rulebook log {rulebook.log.read_text()[-3000:]}"
-        msgs = _node_events(core, node)["GpuopsRemediationPlanned"]
+        msgs = node_events(core, node)["GpuopsRemediationPlanned"]
         assert any("dry run" in m and "cordon" in m for m in msgs), msgs
         assert wait_for(lambda: "would: cordon" in rulebook.log.read_text(), 60, 0.5), rulebook.log.read_text()[-3000:]
         dcgm.clear(cfg.state, node, 0)
@@ -335,7 +327,7 @@ def test_xid79_act_quarantines_drains_repairs_and_returns_the_node(gpu_monitorin
         assert wait_for(
             lambda: (core.read_node(node).metadata.labels or {}).get(LABEL) == "break-fix", PLAYBOOK_RUNS, 0.5
         ), rulebook.log.read_text()[-3000:]
-        events = _node_events(core, node)
+        events = node_events(core, node)
         assert {"GpuopsQuarantined", "GpuopsDrained", "GpuopsBreakFix"} <= set(events), events
 
         # the GPU repaired: the fault cleared, the alert resolves, the node is re-validated and returned
@@ -348,7 +340,7 @@ def test_xid79_act_quarantines_drains_repairs_and_returns_the_node(gpu_monitorin
         n = core.read_node(node)
         assert LABEL not in (n.metadata.labels or {})
         assert not [k for k in n.metadata.annotations or {} if k.startswith(A)]
-        assert "GpuopsReturned" in _node_events(core, node)
+        assert "GpuopsReturned" in node_events(core, node)
     finally:
         dcgm.clear(cfg.state, node)
         if rulebook is not None:
