@@ -97,13 +97,52 @@ def one(cfg: LabConfig, core: Any, node: str, gpu: int, timeout: float) -> dict[
     return row
 
 
+def report(rows: list[dict[str, Any]], xid_for: str, nodes: int, wanted: int) -> dict[str, Any]:
+    fired = [r for r in rows if "firing_to_cordon_s" in r]
+    out: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "lab": {
+            "scrape_interval": monitoring.SCRAPE_INTERVAL,
+            "evaluation_interval": monitoring.EVALUATION_INTERVAL,
+            "xid_for": xid_for,
+            "alertmanager_group_wait": monitoring.ALERT_GROUP_WAIT,
+            "alertmanager_group_interval": monitoring.ALERT_GROUP_INTERVAL,
+            "nodes": nodes,
+        },
+        "injections": len(rows),
+        "injections_asked": wanted,
+        "targets": {"firing_to_cordon_p99_s": 5, "injection_to_cordon_p50_s": 20},
+        "runs": rows,
+    }
+    if rows:
+        out["injection_to_cordon_s"] = summary([r["injection_to_cordon_s"] for r in rows])
+        out["load_1m"] = summary([r["load_1m"] for r in rows])
+    if fired:
+        out["firing_to_cordon_s"] = summary([r["firing_to_cordon_s"] for r in fired])
+        out["injection_to_firing_s"] = summary([r["injection_to_firing_s"] for r in fired])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--injections", type=int, default=20)
     ap.add_argument("--nodes", type=int, default=4, help="simulated pcie-l40s nodes (4 GPUs each) taking turns")
     ap.add_argument("--xid-for", default="5s", help="the `for` of the XID alerts (thresholds xid_for)")
     ap.add_argument("--timeout", type=float, default=180)
+    ap.add_argument(
+        "--rows-from",
+        type=Path,
+        help="no run: the report of the rows a stopped run printed (its standard error, one dict a line)",
+    )
     args = ap.parse_args()
+    if args.rows_from:
+        import ast
+
+        lines = args.rows_from.read_text().splitlines()
+        rows = [ast.literal_eval(line) for line in lines if line.startswith("{'node'")]
+        write_result("remediation-latency", report(rows, args.xid_for, args.nodes, args.injections), "%Y%m%d-%H%M")
+        return
     from kubernetes import client, config
 
     cfg = LabConfig.load()
@@ -139,28 +178,7 @@ def main() -> None:
                 rows.append(one(cfg, core, node, (i // len(fleet.nodes)) % 4, args.timeout))
         finally:
             rulebook.stop()
-    fired = [r for r in rows if "firing_to_cordon_s" in r]
-    out: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": f"{platform.machine()} {os.cpu_count()} cores",
-        "lab": {
-            "scrape_interval": monitoring.SCRAPE_INTERVAL,
-            "evaluation_interval": monitoring.EVALUATION_INTERVAL,
-            "xid_for": args.xid_for,
-            "alertmanager_group_wait": monitoring.ALERT_GROUP_WAIT,
-            "alertmanager_group_interval": monitoring.ALERT_GROUP_INTERVAL,
-            "nodes": len(fleet.nodes),
-        },
-        "injections": len(rows),
-        "injection_to_cordon_s": summary([r["injection_to_cordon_s"] for r in rows]),
-        "targets": {"firing_to_cordon_p99_s": 5, "injection_to_cordon_p50_s": 20},
-        "load_1m": summary([r["load_1m"] for r in rows]),
-        "runs": rows,
-    }
-    if fired:
-        out["firing_to_cordon_s"] = summary([r["firing_to_cordon_s"] for r in fired])
-        out["injection_to_firing_s"] = summary([r["injection_to_firing_s"] for r in fired])
-    write_result("remediation-latency", out, stamp="%Y%m%d-%H%M")
+    write_result("remediation-latency", report(rows, args.xid_for, args.nodes, args.injections), "%Y%m%d-%H%M")
 
 
 if __name__ == "__main__":
