@@ -14,6 +14,12 @@ for the "held but idle" panel), an XID on another GPU (a firing alert, a last XI
 infiniband collector on the DGX and L40S nodes' generated sysfs (the RDMA panels). NO_DATA_IN_LAB names the panels that
 cannot return data in the lab, with the reason; it is empty.
 
+The whole self-healing chain, with the real ansible-rulebook running the collection's rulebook and its real
+remediation playbook (gpuops_lab.eda, playbook gpuops.platform.remediate): in dry-run mode an XID 79 changes nothing
+but Events (API snapshot) and the plan is printed; acting, the node running a GPU workload with a PodDisruptionBudget
+is cordoned and annotated (alert, GPU UUID and PCI bus id), the workload's pod on it evicted within the budget, the
+node handed to break-fix (no host connection), and, the fault cleared, re-validated and returned.
+
 The module runs its own ClusterPolicy simulator instance (like test_gpu_cluster_status_lab.py), so that other tests'
 ClusterPolicies do not matter, and starts the lab's monitoring once for both tests (the `gpu_monitoring` fixture;
 stopped again afterwards if it started it)."""
