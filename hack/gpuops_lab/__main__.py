@@ -1,4 +1,4 @@
-"""CLI of the local lab: python -m gpuops_lab {build,up,down,status,nodes,table,monitoring,dcgm-fault}."""
+"""CLI of the local lab: python -m gpuops_lab {build,up,down,status,nodes,table,monitoring,dcgm-fault,eda}."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import dcgm, monitoring, nodes
+from . import dcgm, eda, monitoring, nodes
 from .cluster import Lab
 from .config import LabConfig
 from .errors import LabError
@@ -28,6 +28,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     mon = sub.add_parser("monitoring", help="the lab's Prometheus and simulated dcgm-exporters (docs/local-lab.md)")
     mon.add_argument("action", choices=("up", "down", "sync", "status"))
+    ev = sub.add_parser(
+        "eda",
+        help="the remediation rulebook (ansible-rulebook, gpuops.platform.remediate) on the lab Alertmanager's webhook",
+    )
+    ev.add_argument("action", choices=("up", "down", "status"))
+    ev.add_argument("--mode", choices=eda.MODES, default="dry_run", help="the playbook's mode (default: dry_run)")
+    ev.add_argument(
+        "-e",
+        "--var",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a variable of the cluster controller host (VALUE read as YAML), e.g. gpuops_remediation_namespace=ops",
+    )
     fault = sub.add_parser("dcgm-fault", help="inject or clear a simulated GPU fault seen by the dcgm-exporter")
     fsub = fault.add_subparsers(dest="action", required=True)
     fi = fsub.add_parser(
@@ -85,6 +99,15 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name:24} {'running pid ' + str(pid) if pid else 'DOWN'}")
                 print(f"Prometheus: {monitoring.prometheus_url(cfg)}")
                 return 0 if all(st.values()) else 1
+        elif args.cmd == "eda":
+            if args.action == "up":
+                eda.up(cfg, args.mode, eda.parse_vars(args.var))
+            elif args.action == "down":
+                print(f"eda: {'stopped' if eda.down(cfg) else 'nothing was running'}")
+            else:
+                st = eda.status(cfg)
+                print(json.dumps(st, indent=1, sort_keys=True))
+                return 0 if st["running"] else 1
         elif args.cmd == "dcgm-fault":
             if args.action == "inject":
                 if args.gpu == "exporter":

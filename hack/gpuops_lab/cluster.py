@@ -472,14 +472,15 @@ class Lab:
         """CPU seconds each running lab process has used so far (make test prints it at `down`: what a lab costs)."""
         from . import monitoring
 
-        names = [*ORDER, "kueue", *monitoring.COMPONENTS]
+        names = [*ORDER, "kueue", *monitoring.COMPONENTS, "eda"]
         used = {n: self.proc(n).cpu_seconds() for n in dict.fromkeys(names)}
         return {n: s for n, s in used.items() if s is not None}
 
     def down(self) -> list[str]:
-        from . import monitoring  # started only when asked (monitoring.start); stopped with the lab
+        from . import eda, monitoring  # started only when asked (monitoring.start, eda.up); stopped with the lab
 
-        stopped = monitoring.stop(self.cfg)
+        stopped = [eda.PROC] if eda.down(self.cfg) else []
+        stopped += monitoring.stop(self.cfg)
         stopped += ["kueue"] if self.stop_kueue() else []
         for name in reversed(ORDER):
             if self.proc(name).stop():

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -177,3 +178,123 @@ def add_nodes(cluster: Cluster, core) -> Iterator[Callable[..., list[str]]]:
 
     yield _add
     nodes.remove(core, made)
+
+
+def node_events(core: Any, node: str) -> dict[str, list[str]]:
+    """The Events on a Node (namespace default), their messages by reason."""
+    got = core.list_namespaced_event("default", field_selector=f"involvedObject.kind=Node,involvedObject.name={node}")
+    out: dict[str, list[str]] = {}
+    for e in got.items:
+        out.setdefault(e.reason, []).append(e.message)
+    return out
+
+
+@contextlib.contextmanager
+def gpu_alerting(
+    cluster: Cluster,
+    fleet: tuple[tuple[str, int], ...] = (("dgx-h100", 2), ("pcie-l40s", 1)),
+    thresholds: dict[str, str] | None = None,
+) -> Iterator[Any]:
+    """The GPU alert chain on the lab, for the alert tests and the remediation benchmark: simulated GPU nodes (fleet:
+    (hardware profile, count) pairs) in a fresh namespace with their own ClusterPolicy simulator instance (its
+    dcgm-exporter ServiceMonitor), the collection's GPU alert rules (module_utils/_gpu_alerts.py, with thresholds),
+    and the lab's monitoring scraping them (started here unless it runs, then stopped again). Yields {cfg, core,
+    namespace, nodes, expected_gpus}; everything made is removed afterwards."""
+    from types import SimpleNamespace
+
+    from kubernetes import client
+
+    from . import dcgm, monitoring, profiles
+    from . import nodes as lab_nodes
+    from .config import REPO
+    from .k8s import ensure_crd, wait_for
+    from .simulator.framework import RealClient, Simulator
+    from .simulator.handlers.nvidia import INSTANCE_LABEL, ClusterPolicyHandler
+
+    sys.path.insert(0, str(REPO / ".state" / "collections"))
+    from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga
+
+    cfg: Any = cluster.cfg
+    api: Any = cluster.api_client
+    lab: Any = cluster.lab
+    core = client.CoreV1Api(api)
+    charts = REPO / "tests" / "fixtures" / "charts"
+    for crd in (
+        charts / "gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml",
+        *sorted((charts / "kube-prometheus-stack/crds").glob("*.yaml")),
+    ):
+        ensure_crd(api, crd)
+    namespace = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    made: list[str] = []
+    sim = None
+    custom = client.CustomObjectsApi(api)
+    policy = f"{namespace}-policy"
+    started_monitoring = not all(monitoring.status(cfg).values())
+    try:
+        lab.wait_namespace_sa(namespace)
+        for profile, count in fleet:
+            made += lab_nodes.add(core, profile, count, prefix=f"t{uuid.uuid4().hex[:6]}-{profile}")
+        nodes = list(made)
+        assert wait_for(lambda: all(lab_nodes.labelled(core.read_node(n)) for n in nodes), 90), (
+            f"nfd-master did not label {nodes} within 90s"
+        )
+        for name in nodes:
+            core.patch_node(name, {"metadata": {"labels": {INSTANCE_LABEL: namespace}}})
+        expected_gpus = sum(
+            len(dcgm.gpus_of(n, profiles.load(core.read_node(n).metadata.labels[profiles.PROFILE_LABEL])))
+            for n in nodes
+        )
+        handler = ClusterPolicyHandler(instance=namespace, operator_namespace=namespace)
+        sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), [handler], resync_period=2.0, watch_timeout=30)
+        sim.start()
+        assert sim.wait_ready(30), "simulator watches not established within 30s"
+        custom.create_cluster_custom_object(
+            "nvidia.com",
+            "v1",
+            "clusterpolicies",
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": policy, "labels": {INSTANCE_LABEL: namespace}},
+                "spec": {
+                    **{k: {} for k in ("daemonsets", "devicePlugin", "gfd", "operator")},
+                    "driver": {"enabled": True, "version": "580.126.20"},
+                    "toolkit": {"enabled": True},
+                    "dcgm": {"enabled": False},
+                    "nodeStatusExporter": {"enabled": False},
+                    "dcgmExporter": {"serviceMonitor": {"enabled": True}},
+                },
+            },
+        )
+        rule = ga.prometheus_rule(
+            thresholds or {}, "gpuops-gpu-alerts", namespace, {"release": "kube-prometheus-stack"}
+        )
+        custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", namespace, "prometheusrules", rule)
+        monitoring.start(cfg, say=lambda m: print(m, file=sys.stderr))
+        job = f"serviceMonitor/{namespace}/nvidia-dcgm-exporter/0"
+
+        def synced() -> Any:
+            res = monitoring.sync(cfg, api)
+            return res if res.jobs.get(job) == len(nodes) else None
+
+        res = wait_for(synced, 60, 1.0)
+        assert res, f"no {len(nodes)} targets for {job}: {monitoring.sync(cfg, api)}"
+        assert f"{namespace}-gpuops-gpu-alerts.yaml" in res.rules
+        assert set(nodes) <= set(res.exporter_nodes)
+        yield SimpleNamespace(cfg=cfg, core=core, namespace=namespace, nodes=nodes, expected_gpus=expected_gpus)
+    finally:
+        for n in made:
+            dcgm.clear(cfg.state, n)
+        try:
+            custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        wait_for(lambda: not client.AppsV1Api(api).list_namespaced_daemon_set(namespace).items, 30)
+        if sim is not None:
+            sim.stop()
+        if started_monitoring:
+            monitoring.stop(cfg)
+        lab_nodes.remove(core, made)
+        core.delete_namespace(namespace)

@@ -14,6 +14,12 @@ for the "held but idle" panel), an XID on another GPU (a firing alert, a last XI
 infiniband collector on the DGX and L40S nodes' generated sysfs (the RDMA panels). NO_DATA_IN_LAB names the panels that
 cannot return data in the lab, with the reason; it is empty.
 
+The whole self-healing chain, with the real ansible-rulebook running the collection's rulebook and its real
+remediation playbook (gpuops_lab.eda, playbook gpuops.platform.remediate): in dry-run mode an XID 79 changes nothing
+but Events (API snapshot) and the plan is printed; acting, the node running a GPU workload with a PodDisruptionBudget
+is cordoned and annotated (alert, GPU UUID and PCI bus id), the workload's pod on it evicted within the budget, the
+node handed to break-fix (no host connection), and, the fault cleared, re-validated and returned.
+
 The module runs its own ClusterPolicy simulator instance (like test_gpu_cluster_status_lab.py), so that other tests'
 ClusterPolicies do not matter, and starts the lab's monitoring once for both tests (the `gpu_monitoring` fixture;
 stopped again afterwards if it started it)."""
@@ -22,28 +28,26 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-from gpuops_lab import dcgm, eda, monitoring, profiles
-from gpuops_lab import nodes as lab_nodes
-from gpuops_lab.k8s import ensure_crd, wait_for
+from gpuops_lab import dcgm, eda, monitoring
+from gpuops_lab.k8s import wait_for
+from gpuops_lab.testing import gpu_alerting, node_events, snapshot
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _dashboards as dash  # noqa: E402
 
-CP_CRD = REPO / "tests/fixtures/charts/gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml"
-PROM_CRDS = REPO / "tests/fixtures/charts/kube-prometheus-stack/crds"
 XID_FOR = 5.0
 THRESHOLDS = {"xid_for": "5s", "row_remap_failure_for": "5s"}
 # a scrape (5 s) and an evaluation (5 s) before the `for` starts, one evaluation after it, and slack for 2 cores
 FIRE_WITHIN = XID_FOR + 5 + 5 + 5 + 10
+# one remediation playbook run, end to end, on 2 loaded cores (20-30 s measured at load 13); the rulebook runs them
+# one at a time (lock gpuops-remediation), and an earlier test's alerts that Alertmanager still delivers come first
+PLAYBOOK_RUNS = 3 * 40
 # Dashboard panels (title) that cannot return data in the lab, each with the reason. Empty: every panel has data.
 NO_DATA_IN_LAB: dict[str, str] = {}
 KWOK_TOLERATIONS = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
@@ -58,90 +62,11 @@ def _ours(alert: dict, nodes: list[str]) -> bool:
 def gpu_monitoring(cluster):
     """Two DGX H100 nodes and one PCIe L40S node with the simulated GPU Operator (its dcgm-exporter ServiceMonitor),
     the collection's GPU alert rules, and the lab's monitoring scraping them (started here unless it runs)."""
-    from gpuops_lab.simulator.framework import RealClient, Simulator
-    from gpuops_lab.simulator.handlers.nvidia import INSTANCE_LABEL, ClusterPolicyHandler
-
-    cfg = cluster.cfg
-    core = client.CoreV1Api(cluster.api_client)
     t_start = time.monotonic()
-    for crd in (CP_CRD, *sorted(PROM_CRDS.glob("*.yaml"))):
-        ensure_crd(cluster.api_client, crd)
-    namespace = f"t-{uuid.uuid4().hex[:8]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-    made: list[str] = []
-    sim = None
-    custom = client.CustomObjectsApi(cluster.api_client)
-    policy = f"{namespace}-policy"
-    started_monitoring = not all(monitoring.status(cfg).values())
-    try:
-        cluster.lab.wait_namespace_sa(namespace)
-        for profile, count in (("dgx-h100", 2), ("pcie-l40s", 1)):
-            made += lab_nodes.add(core, profile, count, prefix=f"t{uuid.uuid4().hex[:6]}-{profile}")
-        nodes = list(made)
-        assert wait_for(lambda: all(lab_nodes.labelled(core.read_node(n)) for n in nodes), 90), (
-            f"nfd-master did not label {nodes} within 90s"
-        )
-        for name in nodes:
-            core.patch_node(name, {"metadata": {"labels": {INSTANCE_LABEL: namespace}}})
-        expected_gpus = sum(
-            len(dcgm.gpus_of(n, profiles.load(core.read_node(n).metadata.labels[profiles.PROFILE_LABEL])))
-            for n in nodes
-        )
-        assert expected_gpus == 8 + 8 + 4
-
-        handler = ClusterPolicyHandler(instance=namespace, operator_namespace=namespace)
-        sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), [handler], resync_period=2.0, watch_timeout=30)
-        sim.start()
-        assert sim.wait_ready(30), "simulator watches not established within 30s"
-        custom.create_cluster_custom_object(
-            "nvidia.com",
-            "v1",
-            "clusterpolicies",
-            {
-                "apiVersion": "nvidia.com/v1",
-                "kind": "ClusterPolicy",
-                "metadata": {"name": policy, "labels": {INSTANCE_LABEL: namespace}},
-                "spec": {
-                    **{k: {} for k in ("daemonsets", "devicePlugin", "gfd", "operator")},
-                    "driver": {"enabled": True, "version": "580.126.20"},
-                    "toolkit": {"enabled": True},
-                    "dcgm": {"enabled": False},
-                    "nodeStatusExporter": {"enabled": False},
-                    "dcgmExporter": {"serviceMonitor": {"enabled": True}},
-                },
-            },
-        )
-        rule = ga.prometheus_rule(THRESHOLDS, "gpuops-gpu-alerts", namespace, {"release": "kube-prometheus-stack"})
-        custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", namespace, "prometheusrules", rule)
-        monitoring.start(cfg, say=lambda m: print(m, file=sys.stderr))
-
-        job = f"serviceMonitor/{namespace}/nvidia-dcgm-exporter/0"
-
-        def synced() -> monitoring.SyncResult | None:
-            res = monitoring.sync(cfg, cluster.api_client)
-            return res if res.jobs.get(job) == len(nodes) else None
-
-        res = wait_for(synced, 60, 1.0)
-        assert res, f"no {len(nodes)} targets for {job}: {monitoring.sync(cfg, cluster.api_client)}"
-        assert f"{namespace}-gpuops-gpu-alerts.yaml" in res.rules
-        assert set(nodes) <= set(res.exporter_nodes)
+    with gpu_alerting(cluster, (("dgx-h100", 2), ("pcie-l40s", 1)), THRESHOLDS) as fleet:
+        assert fleet.expected_gpus == 8 + 8 + 4
         print(f"e2e monitoring setup: {time.monotonic() - t_start:.1f}s", file=sys.stderr)
-        yield SimpleNamespace(cfg=cfg, core=core, namespace=namespace, nodes=nodes, expected_gpus=expected_gpus)
-    finally:
-        for n in made:
-            dcgm.clear(cfg.state, n)
-        try:
-            custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
-        wait_for(lambda: not client.AppsV1Api(cluster.api_client).list_namespaced_daemon_set(namespace).items, 30)
-        if sim is not None:
-            sim.stop()
-        if started_monitoring:
-            monitoring.stop(cfg)
-        lab_nodes.remove(core, made)
-        core.delete_namespace(namespace)
+        yield fleet
 
 
 def test_xid79_fires_gpu_xid_fallen_off_bus_for_that_gpu(gpu_monitoring):
@@ -266,6 +191,175 @@ def _pod_with_gpus(name: str, node: str, gpus: int) -> dict:
             ],
         },
     }
+
+
+LABEL = "gpuops.platform/remediation"
+A = "gpuops.platform/remediation."
+
+
+def _real_rulebook(fleet, workdir: Path, mode: str) -> eda.Rulebook:
+    """The rulebook with the collection's remediation playbook in this mode, on the port the lab's Alertmanager sends
+    to; the breaker's state and the GPU Operator's operands in the fleet's namespace."""
+    controller = {
+        "gpu_operator_namespace": fleet.namespace,
+        "gpuops_remediation_namespace": fleet.namespace,
+        "gpuops_remediation_drain": {"timeout": 60},
+    }
+    rulebook = eda.start(
+        workdir,
+        monitoring.port(fleet.cfg, "eda-webhook"),
+        mode=mode,
+        playbook=eda.REAL,
+        inventory_doc=eda.inventory(fleet.cfg, controller),
+    )
+    # what Alertmanager still delivers from earlier tests (their resolved alerts) is handled before the injection
+    assert rulebook.settle(10, PLAYBOOK_RUNS), rulebook.log.read_text()[-3000:]
+    return rulebook
+
+
+def _gpu_series(cfg, node: str, gpu: int) -> dict:
+    got = wait_for(lambda: monitoring.query(cfg, f'DCGM_FI_DEV_GPU_TEMP{{Hostname="{node}",gpu="{gpu}"}}'), 30, 1.0)
+    assert got, f"no series of GPU {gpu} on {node}"
+    return got[0]["metric"]
+
+
+def _quiet(cfg, nodes: list[str]) -> bool:
+    """No alert of these nodes active in Alertmanager (an earlier test's resolved)."""
+    return not [
+        a
+        for a in monitoring.alertmanager_alerts(cfg)
+        if a["labels"].get("Hostname") in nodes and a["status"]["state"] == "active"
+    ]
+
+
+def test_xid79_dry_run_through_the_chain_changes_nothing_but_events(cluster, gpu_monitoring, tmp_path):
+    """The whole chain in dry-run mode (the default): XID 79 -> alert -> Alertmanager -> the rulebook -> the real
+    remediation playbook, which only records its plan (an Event on the node, the printed plan); the API snapshot is
+    the same after the firing and the resolved runs."""
+    cfg, core, nodes = gpu_monitoring.cfg, gpu_monitoring.core, gpu_monitoring.nodes
+    node = nodes[2]
+    assert wait_for(lambda: _quiet(cfg, nodes), 60, 1.0), monitoring.alertmanager_alerts(cfg)
+    rulebook = _real_rulebook(gpu_monitoring, tmp_path / "eda", "dry_run")
+    try:
+        _gpu_series(cfg, node, 0)
+        before = snapshot(cluster.api_client)
+        planned = len(node_events(core, node).get("GpuopsRemediationPlanned", []))
+        dcgm.inject(cfg.state, node, 0, dcgm.PRESETS["xid79"])
+        assert wait_for(
+            lambda: len(node_events(core, node).get("GpuopsRemediationPlanned", [])) > planned,
+            FIRE_WITHIN + PLAYBOOK_RUNS,
+            0.5,
+        ), f"no plan recorded for {node}: rulebook log {rulebook.log.read_text()[-3000:]}"
+        msgs = node_events(core, node)["GpuopsRemediationPlanned"]
+        assert any("dry run" in m and "cordon" in m for m in msgs), msgs
+        assert wait_for(lambda: "would: cordon" in rulebook.log.read_text(), 60, 0.5), rulebook.log.read_text()[-3000:]
+        dcgm.clear(cfg.state, node, 0)
+        assert wait_for(lambda: _quiet(cfg, [node]), 60, 1.0), monitoring.alertmanager_alerts(cfg)
+        assert wait_for(lambda: rulebook.log.read_text().count("PLAY RECAP") >= 2, PLAYBOOK_RUNS, 0.5), (
+            rulebook.log.read_text()[-3000:]
+        )
+        assert not core.read_node(node).spec.unschedulable
+        after = snapshot(cluster.api_client)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        assert changed == [], f"objects changed by the dry run: {changed}"
+    finally:
+        dcgm.clear(cfg.state, node)
+        rulebook.stop()
+
+
+def _train_pod(name: str, node: str, gpus: int = 0) -> dict:
+    body = _pod_with_gpus(name, node, gpus)
+    body["metadata"]["labels"] = {"app": "chain-train"}
+    body["metadata"]["annotations"] = {"sim.gpuops.io/run-until-deleted": "1"}
+    if not gpus:
+        del body["spec"]["containers"][0]["resources"]
+    return body
+
+
+def test_xid79_act_quarantines_drains_repairs_and_returns_the_node(gpu_monitoring, tmp_path):
+    """The whole chain acting: XID 79 on one GPU of a node running a GPU workload with a PodDisruptionBudget -> the
+    alert fires -> Alertmanager -> the rulebook -> remediate.yml: the node is cordoned and annotated (alert, GPU UUID
+    and PCI bus id), the workload's pod on it evicted within its budget, the repair ladder hands the node to break-fix
+    (no host connection); the fault cleared, the alert resolves and the node is re-validated and returned."""
+    cfg, core, nodes = gpu_monitoring.cfg, gpu_monitoring.core, gpu_monitoring.nodes
+    namespace = gpu_monitoring.namespace
+    node, other = nodes[2], nodes[1]
+    policy = client.PolicyV1Api(core.api_client)
+    assert wait_for(lambda: _quiet(cfg, nodes), 60, 1.0), monitoring.alertmanager_alerts(cfg)
+    assert wait_for(
+        lambda: int((core.read_node(node).status.allocatable or {}).get("nvidia.com/gpu", "0")) == 4, 30, 0.5
+    ), "the simulated device plugin did not advertise the L40S node's 4 GPUs"
+    core.create_namespaced_pod(namespace, _train_pod("chain-0", node, 1))
+    core.create_namespaced_pod(namespace, _train_pod("chain-1", other))
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "chain-train"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "chain-train"}}},
+    }
+    policy.create_namespaced_pod_disruption_budget(namespace, pdb)
+    rulebook = None
+    try:
+
+        def allowed() -> int:
+            got = policy.read_namespaced_pod_disruption_budget("chain-train", namespace)
+            return got.status.disruptions_allowed or 0
+
+        assert wait_for(lambda: allowed() == 1, 60, 0.5), "the PodDisruptionBudget never allowed one disruption"
+        gpu = _gpu_series(cfg, node, 2)
+        rulebook = _real_rulebook(gpu_monitoring, tmp_path / "eda", "act")
+        dcgm.inject(cfg.state, node, 2, dcgm.PRESETS["xid79"])
+        t0 = time.monotonic()
+        assert wait_for(lambda: core.read_node(node).spec.unschedulable, FIRE_WITHIN + PLAYBOOK_RUNS, 0.2), (
+            f"{node} not cordoned: Alertmanager {monitoring.alertmanager_alerts(cfg)}; "
+            f"rulebook log {rulebook.log.read_text()[-3000:]}"
+        )
+        print(f"XID 79 to the cordon through the chain: {time.monotonic() - t0:.1f}s", file=sys.stderr)
+        ann = core.read_node(node).metadata.annotations
+        assert ann[A + "alert"] == "GPUXidFallenOffBus" and ann[A + "fault-class"] == "bus", ann
+        # the PCI bus id as the quarantine writes it: lower-case hex (DCGM's label is upper-case)
+        assert (ann[A + "gpu-uuid"], ann[A + "gpu-pci-bus-id"]) == (gpu["UUID"], gpu["pci_bus_id"].lower()), ann
+
+        # drained within the budget (the pod elsewhere stays), then handed to break-fix: no host connection
+        def pods_on(where: str) -> list[str]:
+            got = core.list_namespaced_pod(namespace, label_selector="app=chain-train").items
+            return [p.metadata.name for p in got if p.spec.node_name == where]
+
+        assert wait_for(lambda: pods_on(node) == [], PLAYBOOK_RUNS, 0.5), (
+            pods_on(node),
+            rulebook.log.read_text()[-3000:],
+        )
+        assert pods_on(other) == ["chain-1"]
+        assert wait_for(
+            lambda: (core.read_node(node).metadata.labels or {}).get(LABEL) == "break-fix", PLAYBOOK_RUNS, 0.5
+        ), rulebook.log.read_text()[-3000:]
+        events = node_events(core, node)
+        assert {"GpuopsQuarantined", "GpuopsDrained", "GpuopsBreakFix"} <= set(events), events
+
+        # the GPU repaired: the fault cleared, the alert resolves, the node is re-validated and returned
+        dcgm.clear(cfg.state, node, 2)
+        t1 = time.monotonic()
+        assert wait_for(lambda: not core.read_node(node).spec.unschedulable, FIRE_WITHIN + PLAYBOOK_RUNS, 0.5), (
+            f"{node} not returned: rulebook log {rulebook.log.read_text()[-4000:]}"
+        )
+        print(f"clear to the return: {time.monotonic() - t1:.1f}s", file=sys.stderr)
+        n = core.read_node(node)
+        assert LABEL not in (n.metadata.labels or {})
+        assert not [k for k in n.metadata.annotations or {} if k.startswith(A)]
+        assert "GpuopsReturned" in node_events(core, node)
+    finally:
+        dcgm.clear(cfg.state, node)
+        if rulebook is not None:
+            rulebook.stop()
+        policy.delete_namespaced_pod_disruption_budget("chain-train", namespace)
+        for name in ("chain-0", "chain-1"):
+            try:
+                core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+        if core.read_node(node).spec.unschedulable:  # a failed run: the later tests need the node schedulable
+            core.patch_node(node, {"spec": {"unschedulable": False}})
 
 
 def test_every_dashboard_panel_returns_data(gpu_monitoring):

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpuops_lab.k8s import wait_for
-from gpuops_lab.testing import snapshot
+from gpuops_lab.testing import node_events, snapshot
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,14 +76,6 @@ def remediate(cluster, tmp: Path, ev: dict, background: bool = False, gpu_hosts:
     if background:
         return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, check=False)
-
-
-def node_events(core, node: str) -> dict[str, list[str]]:
-    got = core.list_namespaced_event("default", field_selector=f"involvedObject.kind=Node,involvedObject.name={node}")
-    out: dict[str, list[str]] = {}
-    for e in got.items:
-        out.setdefault(e.reason, []).append(e.message)
-    return out
 
 
 def pod(name: str, node: str) -> dict:
