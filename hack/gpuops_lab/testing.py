@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -177,3 +178,102 @@ def add_nodes(cluster: Cluster, core) -> Iterator[Callable[..., list[str]]]:
 
     yield _add
     nodes.remove(core, made)
+
+
+@contextlib.contextmanager
+def monitored_fleet(cluster: Cluster, counts: dict[str, int], thresholds: dict[str, Any], prefix: str) -> Iterator[Any]:
+    """Simulated GPU nodes (profile -> count, named ``<prefix>-<profile>-<i>``) with the simulated GPU Operator (its
+    dcgm-exporter ServiceMonitor), the collection's GPU alert rules with ``thresholds``, and the lab's monitoring
+    (Prometheus, Alertmanager, the dcgm-exporter) scraping every node: started here unless it runs, stopped again if
+    it was started here. Yields (cfg, core, namespace, nodes); everything is removed afterwards."""
+    from types import SimpleNamespace
+
+    from kubernetes import client
+
+    from . import dcgm, monitoring, profiles
+    from . import nodes as lab_nodes
+    from .config import REPO
+    from .k8s import ensure_crd, wait_for
+    from .simulator.framework import RealClient, Simulator
+    from .simulator.handlers.nvidia import INSTANCE_LABEL, ClusterPolicyHandler
+
+    sys.path.insert(0, str(REPO / ".state" / "collections"))
+    from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga
+
+    cfg = cluster.cfg
+    api = cluster.api_client
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    fixtures = REPO / "tests/fixtures/charts"
+    for crd in (
+        fixtures / "gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml",
+        *sorted((fixtures / "kube-prometheus-stack/crds").glob("*.yaml")),
+    ):
+        ensure_crd(api, crd)
+    namespace = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    made: list[str] = []
+    sim = None
+    policy = f"{namespace}-policy"
+    started_monitoring = not all(monitoring.status(cfg).values())
+    try:
+        cluster.lab.wait_namespace_sa(namespace)  # type: ignore[attr-defined]
+        gpus = 0
+        for profile, count in counts.items():
+            names = lab_nodes.add(core, profile, count, prefix=f"{prefix}-{profile}")
+            gpus += sum(len(dcgm.gpus_of(n, profiles.load(profile))) for n in names)
+            made += names
+        assert wait_for(lambda: all(lab_nodes.labelled(core.read_node(n)) for n in made), 180), (
+            f"nfd-master did not label the {len(made)} nodes within 180s"
+        )
+        for name in made:
+            core.patch_node(name, {"metadata": {"labels": {INSTANCE_LABEL: namespace}}})
+        handler = ClusterPolicyHandler(instance=namespace, operator_namespace=namespace)
+        sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), [handler], resync_period=2.0, watch_timeout=30)
+        sim.start()
+        assert sim.wait_ready(30), "simulator watches not established within 30s"
+        custom.create_cluster_custom_object(
+            "nvidia.com",
+            "v1",
+            "clusterpolicies",
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": policy, "labels": {INSTANCE_LABEL: namespace}},
+                "spec": {
+                    **{k: {} for k in ("daemonsets", "devicePlugin", "gfd", "operator")},
+                    "driver": {"enabled": True, "version": "580.126.20"},
+                    "toolkit": {"enabled": True},
+                    "dcgm": {"enabled": False},
+                    "nodeStatusExporter": {"enabled": False},
+                    "dcgmExporter": {"serviceMonitor": {"enabled": True}},
+                },
+            },
+        )
+        rule = ga.prometheus_rule(thresholds, "gpuops-gpu-alerts", namespace, {"release": "kube-prometheus-stack"})
+        custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", namespace, "prometheusrules", rule)
+        monitoring.start(cfg, say=lambda m: print(m, file=sys.stderr))
+        job = f"serviceMonitor/{namespace}/nvidia-dcgm-exporter/0"
+
+        def synced() -> Any:
+            res = monitoring.sync(cfg, api)
+            return res if res.jobs.get(job) == len(made) else None
+
+        res = wait_for(synced, 180, 2.0)
+        assert res, f"no {len(made)} targets for {job}: {monitoring.sync(cfg, api)}"
+        yield SimpleNamespace(cfg=cfg, core=core, namespace=namespace, nodes=made, gpus=gpus)
+    finally:
+        for n in made:
+            dcgm.clear(cfg.state, n)
+        try:
+            custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        wait_for(lambda: not client.AppsV1Api(api).list_namespaced_daemon_set(namespace).items, 60)
+        if sim is not None:
+            sim.stop()
+        if started_monitoring:
+            monitoring.stop(cfg)
+        lab_nodes.remove(core, made)
+        core.delete_namespace(namespace)
