@@ -261,6 +261,8 @@ def monitored_fleet(cluster: Cluster, counts: dict[str, int], thresholds: dict[s
 
         res = wait_for(synced, 180, 2.0)
         assert res, f"no {len(made)} targets for {job}: {monitoring.sync(cfg, api)}"
+        assert f"{namespace}-gpuops-gpu-alerts.yaml" in res.rules, res.rules
+        assert set(made) <= set(res.exporter_nodes), res.exporter_nodes
         yield SimpleNamespace(cfg=cfg, core=core, namespace=namespace, nodes=made, gpus=gpus)
     finally:
         for n in made:

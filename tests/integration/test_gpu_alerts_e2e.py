@@ -27,19 +27,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from gpuops_lab import dcgm, eda, monitoring, profiles
-from gpuops_lab import nodes as lab_nodes
-from gpuops_lab.k8s import ensure_crd, wait_for
+from gpuops_lab import dcgm, eda, monitoring
+from gpuops_lab.k8s import wait_for
+from gpuops_lab.testing import monitored_fleet
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / ".state" / "collections"))
 
-from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _dashboards as dash  # noqa: E402
 
-CP_CRD = REPO / "tests/fixtures/charts/gpu-operator/v26.7.0/crds/nvidia.com_clusterpolicies.yaml"
-PROM_CRDS = REPO / "tests/fixtures/charts/kube-prometheus-stack/crds"
 XID_FOR = 5.0
 THRESHOLDS = {"xid_for": "5s", "row_remap_failure_for": "5s"}
 # a scrape (5 s) and an evaluation (5 s) before the `for` starts, one evaluation after it, and slack for 2 cores
@@ -57,91 +54,15 @@ def _ours(alert: dict, nodes: list[str]) -> bool:
 @pytest.fixture(scope="module")
 def gpu_monitoring(cluster):
     """Two DGX H100 nodes and one PCIe L40S node with the simulated GPU Operator (its dcgm-exporter ServiceMonitor),
-    the collection's GPU alert rules, and the lab's monitoring scraping them (started here unless it runs)."""
-    from gpuops_lab.simulator.framework import RealClient, Simulator
-    from gpuops_lab.simulator.handlers.nvidia import INSTANCE_LABEL, ClusterPolicyHandler
-
-    cfg = cluster.cfg
-    core = client.CoreV1Api(cluster.api_client)
+    the collection's GPU alert rules, and the lab's monitoring scraping them (gpuops_lab.testing.monitored_fleet)."""
     t_start = time.monotonic()
-    for crd in (CP_CRD, *sorted(PROM_CRDS.glob("*.yaml"))):
-        ensure_crd(cluster.api_client, crd)
-    namespace = f"t-{uuid.uuid4().hex[:8]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-    made: list[str] = []
-    sim = None
-    custom = client.CustomObjectsApi(cluster.api_client)
-    policy = f"{namespace}-policy"
-    started_monitoring = not all(monitoring.status(cfg).values())
-    try:
-        cluster.lab.wait_namespace_sa(namespace)
-        for profile, count in (("dgx-h100", 2), ("pcie-l40s", 1)):
-            made += lab_nodes.add(core, profile, count, prefix=f"t{uuid.uuid4().hex[:6]}-{profile}")
-        nodes = list(made)
-        assert wait_for(lambda: all(lab_nodes.labelled(core.read_node(n)) for n in nodes), 90), (
-            f"nfd-master did not label {nodes} within 90s"
-        )
-        for name in nodes:
-            core.patch_node(name, {"metadata": {"labels": {INSTANCE_LABEL: namespace}}})
-        expected_gpus = sum(
-            len(dcgm.gpus_of(n, profiles.load(core.read_node(n).metadata.labels[profiles.PROFILE_LABEL])))
-            for n in nodes
-        )
-        assert expected_gpus == 8 + 8 + 4
-
-        handler = ClusterPolicyHandler(instance=namespace, operator_namespace=namespace)
-        sim = Simulator(RealClient.from_kubeconfig(cluster.kubeconfig), [handler], resync_period=2.0, watch_timeout=30)
-        sim.start()
-        assert sim.wait_ready(30), "simulator watches not established within 30s"
-        custom.create_cluster_custom_object(
-            "nvidia.com",
-            "v1",
-            "clusterpolicies",
-            {
-                "apiVersion": "nvidia.com/v1",
-                "kind": "ClusterPolicy",
-                "metadata": {"name": policy, "labels": {INSTANCE_LABEL: namespace}},
-                "spec": {
-                    **{k: {} for k in ("daemonsets", "devicePlugin", "gfd", "operator")},
-                    "driver": {"enabled": True, "version": "580.126.20"},
-                    "toolkit": {"enabled": True},
-                    "dcgm": {"enabled": False},
-                    "nodeStatusExporter": {"enabled": False},
-                    "dcgmExporter": {"serviceMonitor": {"enabled": True}},
-                },
-            },
-        )
-        rule = ga.prometheus_rule(THRESHOLDS, "gpuops-gpu-alerts", namespace, {"release": "kube-prometheus-stack"})
-        custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", namespace, "prometheusrules", rule)
-        monitoring.start(cfg, say=lambda m: print(m, file=sys.stderr))
-
-        job = f"serviceMonitor/{namespace}/nvidia-dcgm-exporter/0"
-
-        def synced() -> monitoring.SyncResult | None:
-            res = monitoring.sync(cfg, cluster.api_client)
-            return res if res.jobs.get(job) == len(nodes) else None
-
-        res = wait_for(synced, 60, 1.0)
-        assert res, f"no {len(nodes)} targets for {job}: {monitoring.sync(cfg, cluster.api_client)}"
-        assert f"{namespace}-gpuops-gpu-alerts.yaml" in res.rules
-        assert set(nodes) <= set(res.exporter_nodes)
+    counts = {"dgx-h100": 2, "pcie-l40s": 1}
+    with monitored_fleet(cluster, counts, THRESHOLDS, f"t{uuid.uuid4().hex[:6]}") as fleet:
+        assert fleet.gpus == 8 + 8 + 4
         print(f"e2e monitoring setup: {time.monotonic() - t_start:.1f}s", file=sys.stderr)
-        yield SimpleNamespace(cfg=cfg, core=core, namespace=namespace, nodes=nodes, expected_gpus=expected_gpus)
-    finally:
-        for n in made:
-            dcgm.clear(cfg.state, n)
-        try:
-            custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
-        wait_for(lambda: not client.AppsV1Api(cluster.api_client).list_namespaced_daemon_set(namespace).items, 30)
-        if sim is not None:
-            sim.stop()
-        if started_monitoring:
-            monitoring.stop(cfg)
-        lab_nodes.remove(core, made)
-        core.delete_namespace(namespace)
+        yield SimpleNamespace(
+            cfg=fleet.cfg, core=fleet.core, namespace=fleet.namespace, nodes=fleet.nodes, expected_gpus=fleet.gpus
+        )
 
 
 def test_xid79_fires_gpu_xid_fallen_off_bus_for_that_gpu(gpu_monitoring):
