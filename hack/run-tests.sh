@@ -121,13 +121,13 @@ do_molecule_scenarios() { # do_molecule_scenarios SCENARIO...
 }
 
 # `all` runs four streams at once, each against its own lab (most of the lab stages is waiting on the API
-# server, Helm and the simulated kubelet, not CPU): the checks (lint, sanity) then some molecule scenarios on lab
-# "c"; half the integration tests on the default lab, then some molecule scenarios on lab "a"; the other half on lab
+# server, Helm and the simulated kubelet, not CPU): the checks (lint, sanity; the quiet-fleet test beside them on lab
+# "e") then some molecule scenarios on lab "c"; half the integration tests on the default lab, then some molecule scenarios on lab "a"; the other half on lab
 # "d", then some molecule scenarios there; the unit tests, then the other molecule scenarios on lab "b". Each lab has its own state
 # directory and ports; the molecule configs follow GPUOPS_LAB_STATE and GPUOPS_LAB_CHART_REPO_PORT.
-lab_env() { # lab_env a|b|c|d
+lab_env() { # lab_env a|b|c|d|e
   local base
-  case $1 in a) base=2000 ;; b) base=1000 ;; c) base=4000 ;; d) base=7000 ;; esac
+  case $1 in a) base=2000 ;; b) base=1000 ;; c) base=4000 ;; d) base=7000 ;; e) base=-2000 ;; esac
   export GPUOPS_LAB_STATE="$repo/.state/lab-$1" GPUOPS_LAB_ETCD_PORT=$((23790 + base)) \
     GPUOPS_LAB_ETCD_PEER_PORT=$((23800 + base)) GPUOPS_LAB_APISERVER_PORT=$((16443 + base)) \
     GPUOPS_LAB_KCM_PORT=$((20257 + base)) GPUOPS_LAB_SCHEDULER_PORT=$((20259 + base)) \
@@ -184,11 +184,30 @@ PY
   return $rc
 }
 
+# The quiet-fleet test (tests/fleet: 64 GPU nodes watched for 10 minutes by Prometheus, Alertmanager and the
+# rulebook) runs on lab "e", a lab of its own, beside lint and sanity, which need no lab: its 10 minutes stay off the
+# critical path. Lab "e"'s daemons (64 simulated nodes, the monitoring) cost CPU the whole time: `lab down` prints it,
+# the test prints what the window cost.
+quiet_fleet_on() {
+  local rc
+  (
+    lab_env e
+    lab up && pytest_strict tests/fleet -q -p no:cacheprovider -s --durations=5
+    rc=$?
+    lab down 2>&1 | grep '^lab CPU'
+    exit $rc
+  )
+}
+
 stream_checks() {
+  # quiet-fleet in the background, detached from this shell (its CPU is not counted in the stage running when it
+  # ends: bash reaps a child as it exits), waited for before the stream ends
+  ( timed quiet-fleet quiet_fleet_on & echo $! > .state/stages/quiet-fleet.pid )
   timed lint do_lint
   timed sanity do_sanity
   mapfile -t c < <(molecule_scenarios c)
   timed molecule-c molecule_on c "${c[@]}"
+  while kill -0 "$(cat .state/stages/quiet-fleet.pid)" 2>/dev/null; do sleep 5; done
 }
 stream_integration() { # half the integration tests on the default lab, then some molecule scenarios on a fresh one
   local a
@@ -220,7 +239,7 @@ stream_molecule() { # the unit tests (no lab) first: the checks stream, then lab
 }
 
 run_all() { # the three streams; each stage's output is printed, in this order, as soon as it has finished
-  local names=(lint sanity unit lab-up integration lab-down molecule-a integration-d molecule-b molecule-c molecule-d) n shown=() rc
+  local names=(lint sanity quiet-fleet unit lab-up integration lab-down molecule-a integration-d molecule-b molecule-c molecule-d) n shown=() rc
   rm -rf .state/stages && mkdir -p .state/stages
   stream_checks & stream_integration & stream_molecule & stream_integration_d &
   while :; do

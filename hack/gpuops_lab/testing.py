@@ -236,8 +236,8 @@ def gpu_alerting(
         for profile, count in fleet:
             made += lab_nodes.add(core, profile, count, prefix=f"t{uuid.uuid4().hex[:6]}-{profile}")
         nodes = list(made)
-        assert wait_for(lambda: all(lab_nodes.labelled(core.read_node(n)) for n in nodes), 90), (
-            f"nfd-master did not label {nodes} within 90s"
+        assert wait_for(lambda: all(lab_nodes.labelled(core.read_node(n)) for n in nodes), 180), (
+            f"nfd-master did not label the {len(nodes)} nodes within 180s"
         )
         for name in nodes:
             core.patch_node(name, {"metadata": {"labels": {INSTANCE_LABEL: namespace}}})
@@ -278,7 +278,7 @@ def gpu_alerting(
             res = monitoring.sync(cfg, api)
             return res if res.jobs.get(job) == len(nodes) else None
 
-        res = wait_for(synced, 60, 1.0)
+        res = wait_for(synced, 180, 2.0)
         assert res, f"no {len(nodes)} targets for {job}: {monitoring.sync(cfg, api)}"
         assert f"{namespace}-gpuops-gpu-alerts.yaml" in res.rules
         assert set(nodes) <= set(res.exporter_nodes)
@@ -291,7 +291,7 @@ def gpu_alerting(
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
-        wait_for(lambda: not client.AppsV1Api(api).list_namespaced_daemon_set(namespace).items, 30)
+        wait_for(lambda: not client.AppsV1Api(api).list_namespaced_daemon_set(namespace).items, 60)
         if sim is not None:
             sim.stop()
         if started_monitoring:

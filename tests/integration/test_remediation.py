@@ -13,8 +13,9 @@ simulated DGX H100 node:
 - resolved: the node is re-validated (ready, no GPU operand of it not ready, its own smoke test) - a pod holding its
   GPUs leaves the smoke pod unscheduled, the test fails and the node stays quarantined; once the GPUs are free the smoke
   pod is bound to the cordoned node, and the node is returned (uncordoned, gpuops' marks gone, the kwok taint kept);
-- a storm of events for five GPU nodes at once, the breaker at two nodes: exactly two quarantined, three refused
-  with the breaker's message, the breaker open (TRIPPED), nothing done to the refused nodes;
+- a storm: an XID 79 on 40 % of a 64-node fleet (26 nodes) at once, the breaker's limits as a user gets them (the
+  defaults): exactly the limit quarantined, the rest refused with the breaker's message, the breaker open (TRIPPED),
+  nothing else changed (API snapshot: only the quarantined nodes and the breaker's ConfigMap; Events on the nodes);
 - a CPU node and a node that does not exist: refused, nothing changed (API snapshot).
 
 Each test keeps the breaker's state in its own namespace (gpuops_remediation_namespace)."""
@@ -24,7 +25,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -34,6 +38,10 @@ from gpuops_lab.testing import node_events, snapshot
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / ".state" / "collections"))
+
+from ansible_collections.gpuops.platform.plugins.module_utils.remediation import _policy  # noqa: E402
+
 KWOK = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
 LABEL = "gpuops.platform/remediation"
 A = "gpuops.platform/remediation."
@@ -91,9 +99,9 @@ def pod(name: str, node: str) -> dict:
     }
 
 
-def same_snapshot(cluster, core, before: dict) -> bool:
-    """The API snapshot equals ``before``, but for the objects of namespaces an earlier test left terminating (the
-    namespace controller removes them on its own schedule); fails naming the objects that changed."""
+def changed_objects(cluster, core, before: dict) -> dict:
+    """The objects of the API snapshot that differ from ``before`` ({key: (before, after)}), but for the objects of
+    namespaces an earlier test left terminating (the namespace controller removes them on its own schedule)."""
     # remediate.yml deletes no namespace: one terminating now, or gone since (an earlier test's, removed by the
     # namespace controller during the run), is not the run's change
     spaces = core.list_namespace().items
@@ -105,7 +113,12 @@ def same_snapshot(cluster, core, before: dict) -> bool:
         for k in before.keys() | after.keys()
         if (k[1] in here if k[1] else not (k[0] == "v1/Namespace" and k[2] not in here))
     }
-    changed = {k: (before.get(k), after.get(k)) for k in keys if before.get(k) != after.get(k)}
+    return {k: (before.get(k), after.get(k)) for k in keys if before.get(k) != after.get(k)}
+
+
+def same_snapshot(cluster, core, before: dict) -> bool:
+    """The API snapshot equals ``before`` (changed_objects); fails naming the objects that changed."""
+    changed = changed_objects(cluster, core, before)
     assert changed == {}, f"objects changed: {sorted(changed)}"
     return True
 
@@ -262,36 +275,62 @@ def test_xid79_dry_run_then_act_then_return(cluster, core, namespace, add_nodes,
     assert json.loads(cm.data["active"]) == {} and cm.data["status"] == "CLOSED"
 
 
+FLEET = 64  # GPU nodes
+STORM = 26  # 40 % of them faulted at once
+POOL = 4  # remediation runs at a time (the rulebook runs one at a time, under its lock; a few here to race the breaker)
+
+
 def test_a_storm_trips_the_breaker(cluster, core, namespace, add_nodes, breaker_ns, tmp_path):
-    nodes = add_nodes("dgx-h100", 5)
-    limits = {"max_nodes": 2, "max_percent": 0, "max_actions": 0}
-    runs = [
-        remediate(
-            cluster,
-            tmp_path,
-            event(n),
-            background=True,
-            gpuops_remediation_mode="act",
-            gpuops_remediation_breaker=limits,
-            gpuops_remediation_repair=False,
-            **breaker_ns,
+    """An XID 79 on 40 % of a 64-node fleet at once, remediate.yml in act mode with the breaker's defaults (no
+    gpuops_remediation_breaker: _policy.DEFAULT_BREAKER), the runs in a pool of POOL: exactly the breaker's limit is
+    quarantined, every other node refused naming the breaker, and nothing else changed."""
+    fleet = add_nodes("dgx-h100", FLEET)
+    storm = fleet[:: len(fleet) // STORM][:STORM]
+    assert len(storm) == STORM
+    # the limit as the module computes it, over the lab's GPU nodes (64 here and any an earlier test left)
+    listed = json.loads(core.list_node(_preload_content=False).data)["items"]
+    gpu_nodes = sum(1 for n in listed if _policy.is_gpu_node(n))
+    limit = _policy.node_limit(_policy.DEFAULT_BREAKER, gpu_nodes)
+    assert limit is not None and 0 < limit < STORM, (limit, gpu_nodes)
+    before = snapshot(cluster.api_client)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(POOL) as pool:
+        runs = list(
+            pool.map(
+                lambda n: remediate(
+                    cluster,
+                    tmp_path,
+                    event(n),
+                    gpuops_remediation_mode="act",
+                    gpuops_remediation_repair=False,
+                    **breaker_ns,
+                ),
+                storm,
+            )
         )
-        for n in nodes
-    ]
-    outputs = [(p.wait(timeout=600), p.stdout.read() if p.stdout else "") for p in runs]
-    quarantined = [n for n in nodes if (core.read_node(n).metadata.labels or {}).get(LABEL)]
-    refused = [n for n, (rc, out) in zip(nodes, outputs, strict=True) if rc != 0 and "circuit breaker" in out]
-    assert len(quarantined) == 2, outputs
-    assert sorted(refused) == sorted(set(nodes) - set(quarantined)), outputs
-    for n in refused:
+    print(f"storm: {STORM} remediation runs, {POOL} at a time, in {time.monotonic() - t0:.1f}s", file=sys.stderr)
+    outputs = {n: (r.returncode, r.stdout) for n, r in zip(storm, runs, strict=True)}
+    quarantined = sorted(n for n in fleet if (core.read_node(n).metadata.labels or {}).get(LABEL))
+    refused = sorted(n for n, (rc, out) in outputs.items() if rc != 0 and "circuit breaker" in out)
+    assert len(quarantined) == limit, {n: o[-1500:] for n, (_rc, o) in outputs.items()}
+    assert set(quarantined) <= set(storm)
+    assert refused == sorted(set(storm) - set(quarantined)), {n: o[-1500:] for n, (_rc, o) in outputs.items()}
+    assert all(outputs[n][0] == 0 for n in quarantined), {n: outputs[n][1][-3000:] for n in quarantined}
+    for n in quarantined:
         node = core.read_node(n)
-        assert not node.spec.unschedulable and LABEL not in (node.metadata.labels or {})
-        assert not [k for k in node.metadata.annotations or {} if k.startswith(A)]
+        assert node.spec.unschedulable is True and node.metadata.labels[LABEL] == "quarantined"
+        assert "GpuopsQuarantined" in node_events(core, n)
+    for n in refused:
+        assert "A person decides" in outputs[n][1], outputs[n][1][-3000:]
         assert "GpuopsCircuitBreakerOpen" in node_events(core, n)
-    out = dict(zip(nodes, outputs, strict=True))[refused[0]][1]
-    assert "A person decides" in out
+    # the first refusal names the limit; the breaker is open from then on
+    assert any(f"the limit is {limit}" in outputs[n][1] for n in refused), [outputs[n][1][-1500:] for n in refused]
     cm = core.read_namespaced_config_map("gpuops-remediation-breaker", namespace)
-    assert cm.data["status"] == "TRIPPED" and sorted(json.loads(cm.data["active"])) == sorted(quarantined)
+    assert cm.data["status"] == "TRIPPED" and sorted(json.loads(cm.data["active"])) == quarantined
+    # nothing else changed: the refused and the healthy nodes are as they were, every other object too
+    changed = changed_objects(cluster, core, before)
+    expected = {("v1/Node", "", n) for n in quarantined} | {("v1/ConfigMap", namespace, "gpuops-remediation-breaker")}
+    assert set(changed) == expected, sorted(set(changed) ^ expected)
 
 
 @pytest.mark.parametrize("kind", ["cpu", "unknown"])
