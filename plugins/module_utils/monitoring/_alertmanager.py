@@ -295,7 +295,7 @@ def _decode(secret: Mapping[str, Any] | None) -> tuple[Any, str]:
     if CONFIG_KEY not in data:
         return None, f"no key {CONFIG_KEY}"
     try:
-        return yaml.safe_load(base64.b64decode(str(data[CONFIG_KEY]))), ""
+        return yaml.safe_load(base64.b64decode(str(data[CONFIG_KEY]), validate=True)) or {}, ""
     except (binascii.Error, ValueError, yaml.YAMLError) as exc:
         return None, f"{CONFIG_KEY} is not YAML: {exc}"
 
