@@ -15,7 +15,8 @@ description:
     the Prometheus object's selectors want them, and the findings (no Prometheus to attach to, a selector no label set
     satisfies or a null one, the role's namespace outside the Prometheus's namespace selectors, bad alert thresholds,
     the GPU Operator's own ServiceMonitor scraping the exporter a second time).
-positional: prometheuses, namespace_labels, cluster_policy, network_namespace_found, check_mode
+positional: prometheuses, namespace_labels, cluster_policy, network_namespace_found, check_mode, alertmanagers,
+  alertmanager_config_crd
 options:
   _input:
     description: The role's variables (C(monitoring_*)).
@@ -46,6 +47,18 @@ options:
     description: The run is in check mode, where an earlier role of the same run may still create what is missing.
     type: bool
     default: false
+  alertmanagers:
+    description:
+      - attach with C(monitoring_remediation_webhook_url) - the Alertmanager objects (C(monitoring.coreos.com/v1)) of
+        the Alertmanager's namespace; the AlertmanagerConfig routing the GPU alerts to the webhook gets the labels
+        their C(alertmanagerConfigSelector) selects.
+    type: list
+    elements: dict
+    default: []
+  alertmanager_config_crd:
+    description: Whether the cluster serves the AlertmanagerConfig CRD (C(monitoring.coreos.com/v1alpha1)).
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -62,7 +75,9 @@ _value:
       C(exporter_job), C(up_query) and C(gpu_series_query) (the health check's queries), C(chart_values) (install),
       C(prometheus) (the name and namespace of the Prometheus attached to), C(wait_objects) (install),
       C(telemetry_namespace_ready) (false while the namespace of the NIC telemetry Service is missing - the objects
-      cannot be dry-run then).
+      cannot be dry-run then), C(alertmanager_values) (install - the remediation route's chart values, which outrank
+      the user's), C(alertmanager_secret) (install - the Secret the chart renders the Alertmanager configuration in),
+      C(alertmanager_namespace) (where the route's AlertmanagerConfig goes in attach mode).
   type: dict
 """
 
@@ -83,6 +98,8 @@ def monitoring_objects(
     cluster_policy: Any = None,
     network_namespace_found: Any = None,
     check_mode: bool = False,
+    alertmanagers: Any = None,
+    alertmanager_config_crd: bool = False,
 ) -> dict[str, Any]:
     if not isinstance(variables, Mapping):
         raise AnsibleFilterError("monitoring_objects expects the role's variables as a dict")
@@ -93,6 +110,9 @@ def monitoring_objects(
         raise AnsibleFilterError("monitoring_objects expects cluster_policy as an object or null")
     if network_namespace_found is not None and not isinstance(network_namespace_found, bool):
         raise AnsibleFilterError("monitoring_objects expects network_namespace_found as true, false or null")
+    alertmanagers = alertmanagers or []
+    if not isinstance(alertmanagers, list) or not all(isinstance(a, Mapping) for a in alertmanagers):
+        raise AnsibleFilterError("monitoring_objects expects alertmanagers as a list of objects")
     built = _monitoring.build(
         variables,
         prometheuses,
@@ -100,6 +120,8 @@ def monitoring_objects(
         cluster_policy or None,
         network_namespace_found=network_namespace_found,
         check_mode=bool(check_mode),
+        alertmanagers=alertmanagers,
+        alertmanager_config_crd=bool(alertmanager_config_crd),
     )
     return {**built, "up_query": _monitoring_health.UP_QUERY, "gpu_series_query": _monitoring_health.GPU_SERIES_QUERY}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,6 +17,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / ".state" / "collections"))
+
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _alertmanager  # noqa: E402
+
 CHARTS = REPO / "tests" / "fixtures" / "charts"
 GPU_OP = CHARTS / "gpu-operator" / "v26.7.0"
 AMD = CHARTS / "amd-gpu-operator" / "v1.5.1"
@@ -211,6 +216,7 @@ STRICT_CRD_FILES = [
     KPS / "monitoring.coreos.com_prometheuses.yaml",
     KPS / "monitoring.coreos.com_servicemonitors.yaml",
     KPS / "monitoring.coreos.com_prometheusrules.yaml",
+    KPS / "monitoring.coreos.com_alertmanagerconfigs.yaml",
     CHARTS / "kai-scheduler" / "crds" / "scheduling.run.ai_queues.yaml",
     sriov_crd("sriovnetwork.openshift.io_sriovnetworknodepolicies.yaml"),
     sriov_crd("sriovnetwork.openshift.io_sriovnetworknodestates.yaml"),
@@ -251,6 +257,23 @@ _UPLINK = {"pciAddress": "0000:3b:00.0", "interface": {"type": "dpdk", "mtuReque
 _ENDPOINT = {"port": "metrics", "interval": "15s", "scheme": "https", "relabelings": [{"action": "labeldrop"}]}
 _RULES = [{"name": "g", "rules": [{"alert": "A", "expr": "up == 0", "for": "5m"}]}]
 _DUR = "should match"  # the API server's pattern message
+_AMC_VARS = {
+    "monitoring_mode": "attach",
+    "monitoring_remediation_webhook_url": "http://rulebook.gpuops:5050/alerts",
+    "monitoring_remediation_token_secret": "rulebook-token",
+    "monitoring_remediation_token_key": "token",
+}
+_AMC = _alertmanager.config_object(_AMC_VARS, "default", {})
+_AMC["metadata"] = {"name": f"t-{uuid.uuid4().hex[:8]}"}
+
+
+def _amc(change) -> dict:
+    """The role's AlertmanagerConfig with ``change`` applied to a copy of its spec."""
+    obj = json.loads(json.dumps(_AMC))
+    change(obj["spec"])
+    return obj
+
+
 # (object, the error the API server must give; "" when it must accept the object)
 STRICT_CASES = {
     "NodeFeature: unknown feature type": (
@@ -337,6 +360,24 @@ STRICT_CASES = {
         'unknown field "spek"',
     ),
     "Argo WorkflowTemplate: spec required": (_obj("argoproj.io/v1alpha1", "WorkflowTemplate"), "Required value"),
+    "AlertmanagerConfig: as the monitoring role writes it (with a token Secret)": (_AMC, ""),
+    "AlertmanagerConfig: matchType": (
+        _amc(lambda s: s["route"]["matchers"][0].update(matchType="~")),
+        "Unsupported value",
+    ),
+    "AlertmanagerConfig: webhook URL pattern": (
+        _amc(lambda s: s["receivers"][0]["webhookConfigs"][0].update(url="rulebook:5050/alerts")),
+        "should match",
+    ),
+    "AlertmanagerConfig: groupWait pattern": (_amc(lambda s: s["route"].update(groupWait="1 s")), _DUR),
+    "AlertmanagerConfig: unknown webhook field": (
+        _amc(lambda s: s["receivers"][0]["webhookConfigs"][0].update(sendResloved=True)),
+        "unknown field",
+    ),
+    "AlertmanagerConfig: credentials key required": (
+        _amc(lambda s: s["receivers"][0]["webhookConfigs"][0]["httpConfig"]["authorization"]["credentials"].pop("key")),
+        "Required value",
+    ),
 }
 
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts
 from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
-from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _dashboards
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _alertmanager, _dashboards
 from ansible_collections.gpuops.platform.plugins.module_utils.monitoring._monitoring_spec import (
     EXPORTER_JOB,
     OWNER_LABELS,
@@ -156,6 +156,19 @@ def metrics_by_node(
     }
 
 
+def alertmanager_namespace(variables: Mapping[str, Any]) -> str:
+    """attach: the Alertmanager's namespace - ``monitoring_alertmanager_namespace``, else the Prometheus's, else the
+    role's; install: the release's (the role's)."""
+    namespace = str(variables.get("monitoring_namespace") or "monitoring")
+    if str(variables.get("monitoring_mode") or "install") == "install":
+        return namespace
+    return str(
+        variables.get("monitoring_alertmanager_namespace")
+        or variables.get("monitoring_prometheus_namespace")
+        or namespace
+    )
+
+
 def _wait_objects(variables: Mapping[str, Any], namespace: str) -> list[dict[str, str]]:
     """The release's Deployments validation waits for: the Prometheus Operator's and Grafana's."""
     release = str(variables.get("monitoring_release_name") or CHART)
@@ -174,16 +187,30 @@ def build(
     cluster_policy: Mapping[str, Any] | None = None,
     network_namespace_found: bool | None = None,
     check_mode: bool = False,
+    alertmanagers: Sequence[Mapping[str, Any]] | None = None,
+    alertmanager_config_crd: bool = False,
 ) -> dict[str, Any]:
     """Everything the role applies and its findings, from its variables and what it read: the Prometheus objects of
     the namespace it attaches in, the labels of the role's namespace, the ClusterPolicy (None without the GPU
     Operator), whether the Network Operator's namespace exists (None: not read). ``check_mode``: a missing namespace
-    is then a warning, since an earlier role of the same run (the Network Operator's) would create it."""
+    is then a warning, since an earlier role of the same run (the Network Operator's) would create it. With
+    ``monitoring_remediation_webhook_url``, the route to the remediation webhook (``_alertmanager``): install - chart
+    values (``alertmanager_values``, which outrank the user's); attach - an AlertmanagerConfig in the Alertmanager's
+    namespace, from the Alertmanager objects read there (``alertmanagers``) and whether the cluster serves the
+    AlertmanagerConfig CRD (``alertmanager_config_crd``)."""
     namespace = str(variables.get("monitoring_namespace") or "monitoring")
     mode = str(variables.get("monitoring_mode") or "install")
     prometheus, findings = pick_prometheus(variables, prometheuses)
     values, value_findings = chart_values(variables)
     findings += value_findings
+    findings += _alertmanager.key_findings(variables)
+    am_values, am_findings = _alertmanager.chart_values(variables)
+    findings += am_findings
+    am_namespace = alertmanager_namespace(variables)
+    am_labels, am_findings = _alertmanager.alertmanager_findings(
+        variables, alertmanagers or [], am_namespace, alertmanager_config_crd
+    )
+    findings += am_findings
     labels: dict[str, dict[str, str]] = {}
     if not findings:
         labels, placed = placement(prometheus, namespace, namespace_labels, mode)
@@ -251,13 +278,23 @@ def build(
     if variables.get("monitoring_dashboards", True):
         dash_labels = variables.get("monitoring_dashboard_labels") or {"grafana_dashboard": "1"}
         objects += [_owned.owned(cm, OWNER_LABELS) for cm in _dashboards.config_maps(namespace, dash_labels)]
+    if am_labels is not None:
+        objects.append(_alertmanager.config_object(variables, am_namespace, am_labels))
     meta = (prometheus or {}).get("metadata") or {}
     service = prometheus_service(variables, meta.get("namespace"))
+    release = str(variables.get("monitoring_release_name") or CHART)
+    am_secret = f"alertmanager-{chart_fullname(release, variables.get('monitoring_values'))}-alertmanager"
     return {
         "prometheus_service": service,
         "objects": objects,
         "labels": labels,
-        "chart_values": values,
+        "chart_values": {**values, **am_values},
+        # install: the remediation route's whole lists, which outrank monitoring_values (Helm replaces lists)
+        "alertmanager_values": am_values,
+        # install: the Secret the chart renders the Alertmanager configuration in; attach: where the route's
+        # AlertmanagerConfig goes (the role's objects are read there too)
+        "alertmanager_secret": {"name": am_secret, "namespace": namespace},
+        "alertmanager_namespace": am_namespace,
         "prometheus": {"name": meta.get("name"), "namespace": meta.get("namespace")} if prometheus else None,
         "findings": findings,
         "owner_selector": OWNER_SELECTOR,

@@ -8,6 +8,7 @@ parent fixtures vendor stay ours."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import re
@@ -760,8 +761,56 @@ def test_kube_prometheus_stack_grafana_admin_from_the_role_secret_not_the_values
         ("gpuops-grafana-admin", "admin-user"),
         ("gpuops-grafana-admin", "admin-password"),
     }
-    assert not [d for d in docs if d["kind"] == "Secret"]
+    # the chart writes no Grafana Secret; the one Secret is the Alertmanager configuration, as upstream renders it
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Secret"] == [
+        "alertmanager-rel-kube-prometheus-stack-alertmanager"
+    ]
     assert "pw-9f3Kq" not in json.dumps(role) + json.dumps(docs)
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        pytest.param({}, id="chart-defaults"),
+        pytest.param(
+            {
+                "alertmanager": {
+                    "config": {"route": {"routes": [{"receiver": "pager"}]}, "receivers": [{"name": "pager"}]}
+                }
+            },
+            id="user-lists",
+        ),
+    ],
+)
+def test_kube_prometheus_stack_remediation_route_lands_in_the_rendered_config(user):
+    """The role's remediation route values over the fixture chart (values merged as the role merges them: the role's
+    lists outrank the user's, which they hold): the rendered Secret passes the role's landing check, with the chart's
+    or the user's routes after the route, and an unchanged chart renders a Secret the check refuses."""
+    from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _alertmanager, _monitoring
+
+    variables = {
+        "monitoring_mode": "install",
+        "monitoring_release_name": "rel",
+        "monitoring_remediation_webhook_url": "https://rulebook.example:5050/alerts",
+        "monitoring_remediation_token_secret": "rb-token",
+        "monitoring_values": user,
+        "monitoring_dashboards": True,
+        "monitoring_dashboard_labels": {"grafana_dashboard": "1"},
+    }
+    built = _monitoring.build(variables, [])
+    assert built["findings"] == []
+    name = built["alertmanager_secret"]["name"]
+    values = json.loads(json.dumps(user))
+    values.setdefault("alertmanager", {}).update(built["alertmanager_values"]["alertmanager"])
+    secret = one(render(KPS, **values), "Secret", name)
+    assert _alertmanager.route_findings(variables, secret, name) == []
+    config = yaml.safe_load(base64.b64decode(secret["data"]["alertmanager.yaml"]))
+    kept = "pager" if user else "null"
+    assert [r["receiver"] for r in config["route"]["routes"]] == ["gpuops-remediation", kept]
+    plain = one(render(KPS, **user), "Secret", name)
+    assert [f["id"] for f in _alertmanager.route_findings(variables, plain, name)] == [
+        "monitoring-remediation-route-not-landed"
+    ]
 
 
 # ------------------------------------------------------------------------------------------- never looser than upstream
@@ -773,7 +822,28 @@ KMM_CRDS = AMD / "charts" / "kmm" / "crds"
 ARGO_CRDS = AMD / "charts" / "remediation-crds" / "crds"
 _ENDPOINT = {"port": "metrics"}
 
+_AMC_ROUTE = {"receiver": "r", "matchers": [{"name": "alertname", "value": "GPU.+", "matchType": "=~"}]}
 UPSTREAM_REJECTS = {
+    "AlertmanagerConfig: matchType": (
+        KPS_CRDS / "monitoring.coreos.com_alertmanagerconfigs.yaml",
+        {"spec": {"route": {**_AMC_ROUTE, "matchers": [{"name": "alertname", "matchType": "~"}]}}},
+        ".spec.route.matchers[0].matchType: '~' not in",
+    ),
+    "AlertmanagerConfig: unknown route field": (
+        KPS_CRDS / "monitoring.coreos.com_alertmanagerconfigs.yaml",
+        {"spec": {"route": {**_AMC_ROUTE, "contiune": True}}},
+        ".spec.route.contiune: unknown field",
+    ),
+    "AlertmanagerConfig: webhook URL": (
+        KPS_CRDS / "monitoring.coreos.com_alertmanagerconfigs.yaml",
+        {"spec": {"receivers": [{"name": "r", "webhookConfigs": [{"url": "rulebook:5050"}]}]}},
+        ".spec.receivers[0].webhookConfigs[0].url: 'rulebook:5050' does not match",
+    ),
+    "AlertmanagerConfig: receiver name required": (
+        KPS_CRDS / "monitoring.coreos.com_alertmanagerconfigs.yaml",
+        {"spec": {"receivers": [{"webhookConfigs": []}]}},
+        ".spec.receivers[0]: missing name",
+    ),
     "kmm Module: unknown root field": (KMM_CRDS / "module-crd.yaml", {"spec": {}, "spek": {}}, ".spek: unknown field"),
     "kmm NodeModulesConfig: unknown root field": (
         KMM_CRDS / "nodemodulesconfig-crd.yaml",
