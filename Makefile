@@ -19,7 +19,7 @@ COLL_LINK := $(REPO)/.state/collections/ansible_collections/gpuops/platform
 .PHONY: help venv constraints build up down status demo test lint sanity unit integration molecule bench ee de role-readmes rulebook clean
 
 help:
-	@echo "make demo   - build/reuse the local control plane, start it (and its Prometheus), run site.yml, print node readiness, onboard a fifth node"
+	@echo "make demo   - build/reuse the local control plane, start it (and its Prometheus), run site.yml, print node readiness, onboard a fifth node, inject a GPU fault and show its quarantine"
 	@echo "make test   - lint, sanity, unit, integration and molecule tests (starts the lab as needed)"
 	@echo "make down   - stop every lab process and remove all lab state"
 	@echo "make up | status | bench | build | venv | ee (AWX execution environment build context) | de (EDA decision environment build context) | role-readmes | rulebook (extensions/eda/rulebooks/gpu_health*.yml from the fault policy)"
@@ -72,6 +72,13 @@ demo: venv
 	# day 2: a fifth node is racked (the lab creates its host and node) and onboarded (docs/operations.md)
 	$(LAB) nodes sync-inventory --inventory hack/demo/onboard-inventory.yml
 	ansible-playbook playbooks/onboard_node.yml -i inventories/local -i hack/demo/onboard-inventory.yml -e gpuops_onboard_host=dgx-h100-2
+	# a GPU fault: XID 79 on GPU 3 of dgx-h100-1 -> Prometheus -> Alertmanager -> the gpu_health rulebook (acting, not
+	# the dry run a user starts with) -> the node is quarantined; diagnose.yml's QUARANTINED table says why (docs/remediation.md)
+	$(LAB) eda up --mode act
+	$(LAB) dcgm-fault inject dgx-h100-1 3 xid79
+	kubectl --kubeconfig "$${GPUOPS_LAB_STATE:-.state/lab}/kubeconfig" wait node/dgx-h100-1 --timeout=300s \
+	  --for=jsonpath='{.metadata.labels.gpuops\.platform/remediation}'
+	ansible-playbook playbooks/diagnose.yml -i inventories/local
 
 lint: venv
 	bash hack/run-tests.sh lint
