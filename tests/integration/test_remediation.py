@@ -16,6 +16,8 @@ simulated DGX H100 node:
 - a storm: an XID 79 on 40 % of a 64-node fleet (26 nodes) at once, the breaker's limits as a user gets them (the
   defaults): exactly the limit quarantined, the rest refused with the breaker's message, the breaker open (TRIPPED),
   nothing else changed (API snapshot: only the quarantined nodes and the breaker's ConfigMap; Events on the nodes);
+- the repair ladder on the node's simulated host (uncorrectable ECC error): an idle GPU reset with nvidia-smi -r -i 3
+  after its index, UUID and PCI bus id are checked; a GPU with a process on it not reset, the node to break-fix;
 - a CPU node and a node that does not exist: refused, nothing changed (API snapshot).
 
 Each test keeps the breaker's state in its own namespace (gpuops_remediation_namespace)."""
@@ -344,3 +346,54 @@ def test_cpu_and_unknown_nodes_are_refused(cluster, core, add_nodes, breaker_ns,
     assert same_snapshot(cluster, core, before)
     if kind == "cpu":
         assert not core.read_node(node).spec.unschedulable
+
+
+def host_gpus(wrapper: str) -> dict[int, tuple[str, str]]:
+    """What nvidia-smi answers inside the simulated host: {index: (UUID, PCI bus id)}."""
+    code = (
+        "import subprocess; print(subprocess.run(['nvidia-smi', '--query-gpu=index,uuid,pci.bus_id',"
+        " '--format=csv,noheader'], capture_output=True, text=True, check=True).stdout)"
+    )
+    out = subprocess.run([wrapper, "-c", code], capture_output=True, text=True, check=True).stdout
+    rows = [[f.strip() for f in line.split(",")] for line in out.splitlines() if line.strip()]
+    return {int(i): (u, b) for i, u, b in rows}
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "busy"])
+def test_the_gpu_is_reset_on_the_node_host_when_idle(cluster, core, add_nodes, breaker_ns, tmp_path, busy):
+    """The repair ladder's first step through the host-prep connection (a simulated DGX H100 host named like its node,
+    in gpu_nodes), for an uncorrectable ECC error: an idle GPU is reset with nvidia-smi -r -i 3 after its index, UUID
+    and PCI bus id are checked against the event's, and the node waits quarantined for the fault to clear; a GPU with
+    a process on it is not reset and the node goes to break-fix (no reboot allowed)."""
+    from gpuops_lab.hostsim.hosts import create_host
+
+    node = add_nodes("dgx-h100", 1)[0]
+    made = create_host("dgx-h100", node, tmp_path / "hosts")
+    tree = Path(made["hostvars"]["gpuops_hostsim_tree"])
+    uuid3, bus3 = host_gpus(made["python"])[3]
+    if busy:
+        (tree / "run/gpuops-sim/gpu-processes").mkdir(parents=True, exist_ok=True)
+        (tree / "run/gpuops-sim/gpu-processes/3").write_text("4242, python3\n")
+    # an uncorrectable ECC error (class memory: reset, reboot, break-fix); a GPU fallen off the bus skips the reset
+    ev = event(
+        node,
+        alert="GPUUncorrectableECCError",
+        fault_class="memory",
+        gpu={"uuid": uuid3, "pci_bus_id": bus3, "index": 3},
+        labels={"Hostname": node, "gpu": "3", "UUID": uuid3},
+    )
+    r = remediate(
+        cluster, tmp_path, ev, gpu_hosts={node: made["hostvars"]}, gpuops_remediation_mode="act", **breaker_ns
+    )
+    resets = tree / "run/gpuops-sim/gpu-resets.log"
+    n = core.read_node(node)
+    assert n.spec.unschedulable, r.stdout[-3000:]
+    if busy:
+        assert not resets.exists() or not resets.read_text().strip(), resets.read_text()
+        assert n.metadata.labels[LABEL] == "break-fix", (n.metadata.labels, r.stdout[-3000:])
+        assert "GpuopsBreakFix" in node_events(core, node)
+    else:
+        assert r.returncode == 0, r.stdout[-3000:]
+        assert resets.exists() and resets.read_text().splitlines() == [f"3 {uuid3} {bus3}"], r.stdout[-4000:]
+        assert n.metadata.labels[LABEL] == "quarantined", n.metadata.labels
+        assert "GpuopsBreakFix" not in node_events(core, node)
