@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_builder.ee_schema import validate_schema
+
+_TRACEBACK_LIMIT = getattr(sys, "tracebacklimit", None)
+from ansible_builder.ee_schema import validate_schema  # noqa: E402
+
+# ansible_builder.exceptions sets sys.tracebacklimit = 0 when it is imported (in its DefinitionError class body): every
+# later traceback of this pytest process would lose its frames (a lab unit test asserts one has them). Undo it.
+if _TRACEBACK_LIMIT is None:
+    vars(sys).pop("tracebacklimit", None)
+else:
+    sys.tracebacklimit = _TRACEBACK_LIMIT
 
 REPO = Path(__file__).resolve().parents[2]
 
