@@ -192,6 +192,8 @@ quiet_fleet_on() {
   local rc
   (
     lab_env e
+    # the demo's components: no OCI registry, SR-IOV operator or Volcano (the test needs none of them)
+    export GPUOPS_LAB_PROFILE=demo
     lab up && pytest_strict tests/fleet -q -p no:cacheprovider -s --durations=5
     rc=$?
     lab down 2>&1 | grep '^lab CPU'
