@@ -40,7 +40,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
 from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 from ansible_collections.gpuops.platform.plugins.module_utils.monitoring._monitoring_spec import (
     OWNER_LABELS,
@@ -49,6 +48,11 @@ from ansible_collections.gpuops.platform.plugins.module_utils.monitoring._monito
     finding,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.monitoring._placement import satisfying_labels
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    yaml = None
 
 RECEIVER = "gpuops-remediation"
 CONFIG_NAME = RECEIVER  # the AlertmanagerConfig object (attach)
@@ -294,6 +298,8 @@ def _decode(secret: Mapping[str, Any] | None) -> tuple[Any, str]:
     data = (secret or {}).get("data") or {}
     if CONFIG_KEY not in data:
         return None, f"no key {CONFIG_KEY}"
+    if yaml is None:  # pragma: no cover - PyYAML ships with ansible-core
+        return None, f"{CONFIG_KEY} cannot be read: PyYAML is not installed for this Python"
     try:
         return yaml.safe_load(base64.b64decode(str(data[CONFIG_KEY]), validate=True)) or {}, ""
     except (binascii.Error, ValueError, yaml.YAMLError) as exc:

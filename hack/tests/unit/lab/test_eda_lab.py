@@ -33,7 +33,8 @@ def cfg(tmp_path, monkeypatch):
     import random
 
     # a free port for the webhook, below the kernel's ephemeral range (the lab refuses ports inside it)
-    free = next(p for p in random.sample(range(21000, 32000), 200) if port_free(p))
+    free = next((p for p in random.sample(range(21000, 32000), 200) if port_free(p)), None)
+    assert free is not None, "no free port among 200 tried in 21000-32000"
     monkeypatch.setenv("GPUOPS_LAB_EDA_WEBHOOK_PORT", str(free))
     c = LabConfig.load({"GPUOPS_LAB_STATE": str(tmp_path / "lab"), "GPUOPS_CACHE": str(tmp_path / "c")})
     c.state.mkdir(parents=True)
