@@ -124,6 +124,13 @@ class Rulebook:
             self.proc.wait()
 
 
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+SMOKE_TOLERATIONS = (  # the smoke_tests role's default tolerations (a list given replaces them)
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
+
+
 def inventory(cfg: LabConfig | None, controller_vars: dict[str, Any] | None = None) -> dict[str, Any]:
     """The rulebook's inventory: localhost as the cluster controller (local connection, this interpreter, the lab's
     kubeconfig when cfg is given) with controller_vars, and an empty gpu_nodes group (no host connection: the repair
@@ -131,6 +138,9 @@ def inventory(cfg: LabConfig | None, controller_vars: dict[str, Any] | None = No
     local: dict[str, Any] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     if cfg is not None:
         local["gpuops_kubeconfig"] = str(cfg.kubeconfig)
+        # the lab's nodes carry the kwok taint (inventories/local tolerates it the same way): the smoke test that
+        # re-validates a node before it returns must be able to land there
+        local["smoke_tests_tolerations"] = [dict(KWOK_TOLERATION), *SMOKE_TOLERATIONS]
     local.update(controller_vars or {})
     return {"all": {"children": {"cluster_controller": {"hosts": {"localhost": local}}, "gpu_nodes": {"hosts": {}}}}}
 

@@ -54,6 +54,12 @@ def test_the_inventory_is_the_labs_controller_and_no_gpu_host(tmp_path):
     assert controller["ansible_connection"] == "local"
     assert controller["gpuops_kubeconfig"] == str(tmp_path / "kubeconfig")
     assert controller["gpuops_remediation_namespace"] == "ops"
+    # the smoke test that re-validates a node lands on the lab's kwok nodes, GPU taints still tolerated
+    assert {t["key"] for t in controller["smoke_tests_tolerations"]} == {
+        "kwok.x-k8s.io/node",
+        "nvidia.com/gpu",
+        "amd.com/gpu",
+    }
     assert inv["all"]["children"]["gpu_nodes"] == {"hosts": {}}  # no host connection: the ladder ends in break-fix
     assert "gpuops_kubeconfig" not in eda.inventory(None)["all"]["children"]["cluster_controller"]["hosts"]["localhost"]
 
