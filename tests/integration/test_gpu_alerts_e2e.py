@@ -204,6 +204,9 @@ def _real_rulebook(fleet, workdir: Path, mode: str) -> eda.Rulebook:
         "gpu_operator_namespace": fleet.namespace,
         "gpuops_remediation_namespace": fleet.namespace,
         "gpuops_remediation_drain": {"timeout": 60},
+        # the re-validation's smoke pods too: the fleet's teardown removes them with the namespace (a smoke pod left
+        # behind holds GPUs another test's guard would count)
+        "smoke_tests_namespace": fleet.namespace,
     }
     rulebook = eda.start(
         workdir,
