@@ -124,11 +124,15 @@ class Rulebook:
             self.proc.wait()
 
 
-KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
-SMOKE_TOLERATIONS = (  # the smoke_tests role's default tolerations (a list given replaces them)
-    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-)
+LAB_GROUP_VARS = HACK.parent / "inventories" / "local" / "group_vars" / "cluster_controller.yml"
+
+
+def lab_tolerations() -> list[dict[str, Any]]:
+    """The tolerations the lab's own inventory gives the operators' pods (the kwok taint and the GPU taints):
+    inventories/local's ``_gpuops_lab_tolerations``, read, not repeated."""
+    import yaml
+
+    return list(yaml.safe_load(LAB_GROUP_VARS.read_text())["_gpuops_lab_tolerations"])
 
 
 def inventory(cfg: LabConfig | None, controller_vars: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -140,7 +144,7 @@ def inventory(cfg: LabConfig | None, controller_vars: dict[str, Any] | None = No
         local["gpuops_kubeconfig"] = str(cfg.kubeconfig)
         # the lab's nodes carry the kwok taint (inventories/local tolerates it the same way): the smoke test that
         # re-validates a node before it returns must be able to land there
-        local["smoke_tests_tolerations"] = [dict(KWOK_TOLERATION), *SMOKE_TOLERATIONS]
+        local["smoke_tests_tolerations"] = lab_tolerations()
     local.update(controller_vars or {})
     return {"all": {"children": {"cluster_controller": {"hosts": {"localhost": local}}, "gpu_nodes": {"hosts": {}}}}}
 
