@@ -81,27 +81,6 @@ lab_down() { [ $was_up -eq 1 ] || lab down; }
 
 do_integration() { pytest_strict tests/integration hack/tests/integration -q -p no:cacheprovider --durations=25; }
 
-# `all` splits the integration tests in two, each half on its own lab: these files run on lab "d" (then some
-# molecule scenarios there), every other file on the default lab. Balanced by the fresh-clone run's durations
-# (benchmarks/README.md).
-INTEGRATION_D=(tests/integration/test_kueue_admission.py tests/integration/test_kueue_diagnosis.py
-  tests/integration/test_sriov_bundled_source.py tests/integration/test_uninstall.py
-  tests/integration/test_volcano_scheduling.py tests/integration/test_gpu_alerts_e2e.py
-  tests/integration/test_network_operator_guards.py tests/integration/test_network_status_lab.py
-  tests/integration/test_awx_jobs.py hack/tests/integration/test_kueue_lab.py tests/integration/test_helm_killed.py
-  tests/integration/test_remediation.py)
-integration_files() { # integration_files a|d: the files of that half
-  local f
-  for f in tests/integration/test_*.py hack/tests/integration/test_*.py; do
-    if [[ " ${INTEGRATION_D[*]} " == *" $f "* ]]; then [ "$1" = d ] && echo "$f"; else [ "$1" = a ] && echo "$f"; fi
-  done
-}
-do_integration_half() { # do_integration_half a|d
-  local files
-  mapfile -t files < <(integration_files "$1")
-  pytest_strict "${files[@]}" -q -p no:cacheprovider --durations=40
-}
-
 do_molecule() { # every scenario, one after the other (`make molecule`)
   local s all=()
   for s in molecule/*/molecule.yml; do all+=("$(basename "$(dirname "$s")")"); done
@@ -132,34 +111,6 @@ lab_env() { # lab_env a|b|c|d|e
     GPUOPS_LAB_ETCD_PEER_PORT=$((23800 + base)) GPUOPS_LAB_APISERVER_PORT=$((16443 + base)) \
     GPUOPS_LAB_KCM_PORT=$((20257 + base)) GPUOPS_LAB_SCHEDULER_PORT=$((20259 + base)) \
     GPUOPS_LAB_CHART_REPO_PORT=$((18879 + base)) GPUOPS_LAB_NFD_MASTER_PORT=$((20290 + base))
-}
-
-molecule_on() { # molecule_on a|b|c|d SCENARIO...: a lab of its own, up, the scenarios, down
-  local rc
-  (
-    lab_env "$1"; shift
-    lab up --inventory-nodes && do_molecule_scenarios "$@"
-    rc=$?
-    lab down 2>&1 | grep '^lab CPU'  # what the lab's daemons cost (benchmarks/README.md)
-    exit $rc
-  )
-}
-
-# Lab "c" takes these after the checks, labs "a" and "d" these after their half of the
-# integration tests; lab "b" every other scenario (a new scenario lands there). Balanced by the fresh-clone run's
-# durations (benchmarks/README.md).
-MOLECULE_A=(volcano smoke_tests)
-MOLECULE_C=(amd_gpu_operator network_operator site)
-MOLECULE_D=(host_prep kai_scheduler kueue)
-molecule_scenarios() { # molecule_scenarios a|b|c|d: the scenarios of that lab that exist
-  local s
-  for s in molecule/*/molecule.yml; do
-    s=$(basename "$(dirname "$s")")
-    if [[ " ${MOLECULE_C[*]} " == *" $s "* ]]; then [ "$1" = c ] && echo "$s"
-    elif [[ " ${MOLECULE_D[*]} " == *" $s "* ]]; then [ "$1" = d ] && echo "$s"
-    elif [[ " ${MOLECULE_A[*]} " == *" $s "* ]]; then [ "$1" = a ] && echo "$s"
-    else [ "$1" = b ] && echo "$s"; fi
-  done
 }
 
 timed() { # timed NAME CMD...: runs CMD with its output in .state/stages/NAME.log; writes NAME.took, NAME.cpu
@@ -201,85 +152,127 @@ quiet_fleet_on() {
   )
 }
 
-stream_checks() {
-  # quiet-fleet in the background, detached from this shell (its CPU is not counted in the stage running when it
-  # ends: bash reaps a child as it exits), waited for before the stream ends
-  ( timed quiet-fleet quiet_fleet_on & echo $! > .state/stages/quiet-fleet.pid )
-  timed lint do_lint
-  timed sanity do_sanity
-  mapfile -t c < <(molecule_scenarios c)
-  timed molecule-c molecule_on c "${c[@]}"
-  while kill -0 "$(cat .state/stages/quiet-fleet.pid)" 2>/dev/null; do sleep 5; done
+# `all`: the work as a queue of items - each integration test file, each molecule scenario - taken by four workers,
+# each with a lab of its own (labs a, b, c, d), the longest items first, so the workers end together whatever the
+# machine (a fixed split in halves left one stream 25 minutes behind the others on the CI machine). Integration files
+# come first in the queue; a worker whose lab has run integration files restarts it fresh before its first molecule
+# scenario (the scenarios expect a lab no test has used). Worker c runs lint, sanity and the unit tests (no lab) first;
+# the quiet-fleet test runs the whole time beside them on lab e (its window is ten minutes). The order comes from the
+# last fresh-clone run's durations (benchmarks/README.md); a file or scenario not listed here joins at the end.
+QUEUE_INTEGRATION=(tests/integration/test_upgrade.py tests/integration/test_helm_killed.py
+  tests/integration/test_site_check_first_install.py tests/integration/test_gpu_operator_role.py
+  tests/integration/test_plan_first.py tests/integration/test_kueue_team_namespaces.py
+  tests/integration/test_remediation.py tests/integration/test_kueue_admission.py
+  tests/integration/test_gpu_alerts_e2e.py tests/integration/test_helm.py tests/integration/test_gpu_cluster_status_lab.py
+  tests/integration/test_host_prep.py hack/tests/integration/test_sim_operators.py tests/integration/test_fixture_crds.py
+  tests/integration/test_sriov_bundled_source.py tests/integration/test_uninstall.py tests/integration/test_awx_jobs.py
+  tests/integration/test_volcano_scheduling.py tests/integration/test_network_operator_guards.py
+  tests/integration/test_network_status_lab.py tests/integration/test_host_guards.py
+  tests/integration/test_gpu_nodes_inventory.py hack/tests/integration/test_simulator.py
+  hack/tests/integration/test_sim_dra.py tests/integration/test_helm_oci.py hack/tests/integration/test_kueue_lab.py
+  hack/tests/integration/test_control_plane.py hack/tests/integration/test_lab_cli.py
+  tests/integration/test_kueue_diagnosis.py)
+QUEUE_MOLECULE=(site monitoring gpu_sharing kueue network_operator amd_gpu_operator kai_scheduler gpu_operator volcano
+  host_prep nfd sriov_network_operator smoke_tests gpuops)
+
+queue_items() { # the queue, one item a line: "it <file>" or "mol <scenario>", listed ones first in their order
+  local f s
+  declare -A seen=()
+  for f in "${QUEUE_INTEGRATION[@]}"; do [ -f "$f" ] && { echo "it $f"; seen[$f]=1; }; done
+  for f in tests/integration/test_*.py hack/tests/integration/test_*.py; do [ -n "${seen[$f]:-}" ] || echo "it $f"; done
+  for s in "${QUEUE_MOLECULE[@]}"; do [ -f "molecule/$s/molecule.yml" ] && { echo "mol $s"; seen[mol-$s]=1; }; done
+  for s in molecule/*/molecule.yml; do
+    s=$(basename "$(dirname "$s")")
+    [ -n "${seen[mol-$s]:-}" ] || echo "mol $s"
+  done
 }
-stream_integration() { # half the integration tests on the default lab, then some molecule scenarios on a fresh one
-  local a
-  mapfile -t a < <(molecule_scenarios a)
-  timed lab-up lab_up && timed integration do_integration_half a
-  timed lab-down lab_down
-  timed molecule-a molecule_on a "${a[@]}"
+
+item_name() { # item_name KIND PATH: the stage name of an item (it-<file>, it-hack-<file>, mol-<scenario>)
+  local base
+  if [ "$1" = mol ]; then echo "mol-$2"; return; fi
+  base=$(basename "$2" .py)
+  case $2 in hack/*) echo "it-hack-${base#test_}" ;; *) echo "it-${base#test_}" ;; esac
 }
-stream_integration_d() { # the other half of the integration tests on lab "d", then its molecule scenarios on a fresh lab
-  local d
-  mapfile -t d < <(molecule_scenarios d)
-  timed integration-d integration_on_d
-  timed molecule-d molecule_on d "${d[@]}"
+
+worker() { # worker a|b|c|d: takes items from the queue until none is left, on its own lab
+  local w=$1 kind path state=none n=0 i=0 name
+  lab_env "$w"
+  while read -r kind path <&3; do  # the queue on fd 3: nothing an item runs reads it from stdin
+    i=$((i + 1))
+    mkdir ".state/queue/$i" 2>/dev/null || continue  # taken by another worker (mkdir is atomic)
+    name=$(item_name "$kind" "$path")
+    echo "$name" > ".state/queue/$i/item"
+    if [ "$state" != "$kind" ]; then  # a fresh lab for the first item of each kind
+      n=$((n + 1))
+      [ $n -eq 1 ] || lab down > ".state/stages/lab-$w$n-down.log" 2>&1 < /dev/null
+      if ! timed "lab-$w$n-up" lab up --inventory-nodes < /dev/null; then
+        state=none
+        echo 1 > ".state/stages/$name.rc"; echo "not run: lab $w did not start" > ".state/stages/$name.log"
+        echo 0 > ".state/stages/$name.took"
+        continue
+      fi
+      state=$kind
+    fi
+    if [ "$kind" = it ]; then
+      timed "$name" pytest_strict "$path" -q -p no:cacheprovider --durations=15 < /dev/null
+    else
+      timed "$name" do_molecule_scenarios "$path" < /dev/null
+    fi
+  done 3< .state/queue/items
+  [ "$state" = none ] || lab down 2>&1 | grep '^lab CPU' > ".state/stages/lab-$w-cpu.log"
 }
-integration_on_d() {
+
+quiet_fleet_on() {
   local rc
   (
-    lab_env d
-    lab up --inventory-nodes && do_integration_half d
+    lab_env e
+    # the demo's components: no OCI registry, SR-IOV operator or Volcano (the test needs none of them)
+    export GPUOPS_LAB_PROFILE=demo
+    lab up && pytest_strict tests/fleet -q -p no:cacheprovider -s --durations=5
     rc=$?
     lab down 2>&1 | grep '^lab CPU'
     exit $rc
   )
 }
-stream_molecule() { # the unit tests (no lab) first: the checks stream, then lab c's scenarios, ended last in CI29
-  mapfile -t b < <(molecule_scenarios b)
-  timed unit do_unit
-  timed molecule-b molecule_on b "${b[@]}"
+
+show_stage() { # show_stage NAME: its log, then FAILED when it failed
+  local n=$1
+  printf '\n===== %s =====\n' "$n"
+  cat ".state/stages/$n.log"
+  took[$n]=$(cat ".state/stages/$n.took" 2>/dev/null || echo 0)
+  cpu[$n]=$(cat ".state/stages/$n.cpu" 2>/dev/null)
+  order+=("$n")
+  if [ "$(cat ".state/stages/$n.rc")" != 0 ]; then echo "FAILED: stage $n (exit $(cat ".state/stages/$n.rc"))"; fail=1; fi
 }
 
-run_all() { # the three streams; each stage's output is printed, in this order, as soon as it has finished
-  local names=(lint sanity quiet-fleet unit lab-up integration lab-down molecule-a integration-d molecule-b molecule-c molecule-d) n shown=() rc
-  rm -rf .state/stages && mkdir -p .state/stages
-  stream_checks & stream_integration & stream_molecule & stream_integration_d &
+run_all() { # the workers and the quiet fleet; each stage's output is printed as soon as it has finished
+  local n shown=" " names w
+  rm -rf .state/stages .state/queue && mkdir -p .state/stages .state/queue
+  queue_items > .state/queue/items
+  ( timed quiet-fleet quiet_fleet_on ) &
+  ( timed lint do_lint; timed sanity do_sanity; timed unit do_unit; worker c ) &
+  for w in a b d; do worker "$w" & done
   while :; do
+    # the stages that have finished, oldest first
+    mapfile -t names < <(cd .state/stages && ls -tr -- *.rc 2>/dev/null | sed 's/\.rc$//')
     for n in "${names[@]}"; do
-      [[ " ${shown[*]} " == *" $n "* ]] && continue
-      [ -f ".state/stages/$n.rc" ] || break  # print in order: wait for this one
-      printf '\n===== %s =====\n' "$n"
-      cat ".state/stages/$n.log"
-      rc=$(cat ".state/stages/$n.rc")
-      took[$n]=$(cat ".state/stages/$n.took")
-      cpu[$n]=$(cat ".state/stages/$n.cpu" 2>/dev/null)
-      order+=("$n")
-      shown+=("$n")
-      if [ "$rc" != 0 ]; then echo "FAILED: stage $n (exit $rc)"; fail=1; fi
+      [[ "$shown" == *" $n "* ]] && continue
+      show_stage "$n"
+      shown+="$n "
     done
-    [ ${#shown[@]} -eq ${#names[@]} ] && break
-    # every stream has ended: print what is left; a stage that never ran (no integration after a failed
-    # lab-up) is a failure
-    if [ -z "$(jobs -rp)" ]; then
-      for n in "${names[@]}"; do
-        [[ " ${shown[*]} " == *" $n "* ]] && continue
-        if [ -f ".state/stages/$n.rc" ]; then
-          printf '\n===== %s =====\n' "$n"
-          cat ".state/stages/$n.log"
-          took[$n]=$(cat ".state/stages/$n.took")
-          cpu[$n]=$(cat ".state/stages/$n.cpu" 2>/dev/null)
-          order+=("$n")
-          [ "$(cat ".state/stages/$n.rc")" = 0 ] || { echo "FAILED: stage $n"; fail=1; }
-        else
-          echo "FAILED: stage $n did not run"
-          fail=1
-        fi
-      done
-      break
-    fi
+    [ -z "$(jobs -rp)" ] && break
     sleep 5
   done
   wait
+  # every item taken and run (a worker that died leaves its item without a result)
+  local i=0 kind path
+  while read -r kind path; do
+    i=$((i + 1))
+    n=$(item_name "$kind" "$path")
+    [ -f ".state/stages/$n.rc" ] || { echo "FAILED: $n ($path) did not run"; fail=1; }
+  done < .state/queue/items
+  for w in a b c d; do [ -f ".state/stages/lab-$w-cpu.log" ] && echo "lab $w: $(cat ".state/stages/lab-$w-cpu.log")"; done
+  for n in lint sanity unit quiet-fleet; do [ -f ".state/stages/$n.rc" ] || { echo "FAILED: stage $n did not run"; fail=1; }; done
 }
 
 what=${1:-all}
@@ -301,8 +294,8 @@ mkdir -p .state
   printf '}\n'
 } > .state/test-timings.json
 printf '\n===== stage timings (s): wall, CPU =====\n'
-for n in "${order[@]}"; do printf '%-12s %8s %8s\n' "$n" "${took[$n]}" "${cpu[$n]:-}"; done
-printf '%-12s %8s\n' "wall" "$(python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t_start" "$(date +%s.%N)")"
+for n in "${order[@]}"; do printf '%-30s %8s %8s\n' "$n" "${took[$n]}" "${cpu[$n]:-}"; done
+printf '%-30s %8s\n' "wall" "$(python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t_start" "$(date +%s.%N)")"
 # CI shows only the last lines of this output: end with what failed, in a few lines per failed stage
 if [ $fail -ne 0 ] && [ "$what" = all ]; then
   printf '\n===== what failed =====\n'

@@ -16,8 +16,10 @@ ansible-rulebook (requirements/dev.txt) is taken from the running interpreter's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -116,12 +118,19 @@ class Rulebook:
         return False
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        """Stop the rulebook and every playbook run it started (its process group: a run the rulebook left would go on
+        against the lab, or hang on its closed output, after the test)."""
+        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+            if sig == signal.SIGTERM:  # the rulebook is gone: its playbook runs (same group) go with SIGKILL
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+            break
 
 
 LAB_GROUP_VARS = HACK.parent / "inventories" / "local" / "group_vars" / "cluster_controller.yml"
@@ -203,7 +212,10 @@ def start(
     argv, env = prepare(workdir, port, mode, playbook, inventory_doc, rulebook_vars)
     log = workdir / "ansible-rulebook.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)  # noqa: S603
+        # a session of its own: stop() ends the rulebook and the playbook runs it started, as one process group
+        proc = subprocess.Popen(  # noqa: S603
+            argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir, start_new_session=True
+        )
     rb = Rulebook(proc, f"http://127.0.0.1:{port}", workdir / "records", log)
     deadline = time.monotonic() + timeout
     while not _healthz(rb.url):

@@ -158,7 +158,8 @@ def namespace(cluster: Cluster, core) -> Iterator[str]:
 @pytest.fixture
 def add_nodes(cluster: Cluster, core) -> Iterator[Callable[..., list[str]]]:
     """add_nodes(profile, count) -> names: simulated nodes, returned once nfd-master has labelled them from
-    the NodeFeatures the simulator publishes (about a second; `labelled=False` returns at once), removed
+    the NodeFeatures the simulator publishes (about a second; `labelled=False` returns at once; `settled=True` also
+    waits until nothing writes their labels and annotations any more, see settle_nodes), removed
     after the test. The wait allows 90 s: after a test's uninstall deleted the NFD CRDs, nfd-master's client-go
     reflectors back off (up to about 30 s plus jitter) before they list the recreated kinds again."""
     from . import nodes
@@ -166,7 +167,9 @@ def add_nodes(cluster: Cluster, core) -> Iterator[Callable[..., list[str]]]:
 
     made: list[str] = []
 
-    def _add(profile: str, count: int = 1, labelled: bool = True, timeout: float = 90.0) -> list[str]:
+    def _add(
+        profile: str, count: int = 1, labelled: bool = True, timeout: float = 90.0, settled: bool = False
+    ) -> list[str]:
         names = nodes.add(core, profile, count, prefix=f"t{uuid.uuid4().hex[:6]}-{profile}")
         made.extend(names)
         if labelled and not wait_for(lambda: all(nodes.labelled(core.read_node(n)) for n in names), timeout):
@@ -174,10 +177,43 @@ def add_nodes(cluster: Cluster, core) -> Iterator[Callable[..., list[str]]]:
                 f"nfd-master did not label {names} within {timeout}s: see the lab's nfd-master and simulator logs "
                 f"in {cluster.cfg.logs}"
             )
+        if settled:
+            settle_nodes(core, names, timeout=timeout)
         return names
 
     yield _add
     nodes.remove(core, made)
+
+
+def settle_nodes(core: Any, names: list[str], quiet: float = 5.0, timeout: float = 90.0) -> None:
+    """Wait until the labels and annotations of these nodes (as snapshot() compares them) stay the same for `quiet`
+    seconds: the lab's controllers and the simulator's handlers (an operator an earlier test left installed labels
+    every new node) write new nodes on their own schedule, so a snapshot taken before they are done would count
+    their writes as the test's."""
+    import time
+
+    wanted = set(names)
+
+    def meta() -> dict[str, str]:
+        listed = json.loads(core.list_node(_preload_content=False).data)["items"]
+        return {
+            n["metadata"]["name"]: json.dumps(
+                [_not_nfd(n["metadata"].get("labels") or {}), _not_nfd(n["metadata"].get("annotations") or {})],
+                sort_keys=True,
+            )
+            for n in listed
+            if n["metadata"]["name"] in wanted
+        }
+
+    deadline = time.monotonic() + timeout
+    last, since = meta(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the labels or annotations of {sorted(wanted)} still changed after {timeout}s")
+        time.sleep(0.5)
+        now = meta()
+        if now != last:
+            last, since = now, time.monotonic()
 
 
 def node_events(core: Any, node: str) -> dict[str, list[str]]:
