@@ -158,7 +158,7 @@ health:
       (with O(gpu_health.telemetry), per node with NVIDIA NICs - C(node), C(telemetry_up)) and C(findings)
       (C(monitoring-exporter-not-scraped), C(monitoring-gpu-series-mismatch) and C(monitoring-telemetry-not-scraped)
       errors, from the last round, and C(monitoring-counters-not-exported) warnings for O(gpu_health.counters) - each
-      with the severity, object, evidence, cause and fix).
+      with the severity, object, evidence, cause and fix) and C(summary) (the rows in one line).
   returned: when O(gpu_health) is given and Prometheus answered
   type: dict
 """
@@ -280,7 +280,7 @@ def _health(reader: Any, p: Mapping[str, Any]) -> tuple[Any, Any]:
             **health,
             "findings": health["findings"] + _monitoring_health.counter_findings(spec["counters"], present),
         }
-    return got, health
+    return got, {**health, "summary": _monitoring_health.summary(health)}
 
 
 def run(ctx: Any) -> dict[str, Any]:

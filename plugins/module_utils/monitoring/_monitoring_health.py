@@ -119,6 +119,18 @@ def telemetry_findings(nodes: Sequence[Mapping[str, Any]], up: Sequence[Mapping[
     return {"rows": rows, "findings": findings}
 
 
+def summary(health: Mapping[str, Any]) -> str:
+    """The health in one line: per GPU node the GPUs reporting and the exporter targets up, per NIC node the telemetry
+    targets up (what the role's validation prints when nothing is wrong)."""
+    parts = [
+        f"{r['node']}: {r['gpu_series']}/{r['gpus']} GPUs reporting, {r['exporter_up']} exporter target(s) up"
+        for r in health.get("rows") or []
+    ]
+    telemetry = health.get("telemetry_rows") or []
+    parts += [f"{r['node']}: {r['telemetry_up']} NIC telemetry target(s) up" for r in telemetry]
+    return " || ".join(parts) or "no GPU or NIC node to check"
+
+
 FIRING_QUERY = 'ALERTS{alertstate="firing", alertname=~"GPU.*"}'  # the collection's GPU alerts that fire now
 
 

@@ -719,3 +719,24 @@ def test_telemetry_health(nodes, up, bad, cause):
         # the port is the user's (monitoring_network_port), not the operator's default written into the fix
         assert "monitoring_network_port" in got["findings"][0]["fix"] and "9189" not in got["findings"][0]["fix"]
     assert _monitoring_health.TELEMETRY_UP_QUERY == 'sum by (node) (up{job="gpuops-doca-telemetry"} == 1)'
+
+
+@pytest.mark.parametrize(
+    ("health", "want"),
+    [
+        ({"rows": [], "findings": []}, "no GPU or NIC node to check"),
+        (
+            {"rows": [{"node": "a", "gpus": 8, "exporter_up": 1, "gpu_series": 7}]},
+            "a: 7/8 GPUs reporting, 1 exporter target(s) up",
+        ),
+        (
+            {
+                "rows": [{"node": "a", "gpus": 8, "exporter_up": 1, "gpu_series": 8}],
+                "telemetry_rows": [{"node": "n", "telemetry_up": 2}],
+            },
+            "a: 8/8 GPUs reporting, 1 exporter target(s) up || n: 2 NIC telemetry target(s) up",
+        ),
+    ],
+)
+def test_health_summary_one_line(health, want):
+    assert _monitoring_health.summary(health) == want
