@@ -15,6 +15,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.gpu_alert_rules import gpu_alert_rules
 from ansible_collections.gpuops.platform.plugins.module_utils import _gpu_alerts as ga
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _gpu_alert_thresholds
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -76,8 +77,9 @@ def ids(findings) -> list[str]:
 def test_defaults_are_valid_and_documented():
     assert ga.threshold_findings({}) == [] and ga.threshold_findings(None) == []
     assert ga.threshold_findings(dict(ga.DEFAULT_THRESHOLDS)) == []
-    assert list(ga._KINDS) == list(ga.DEFAULT_THRESHOLDS)  # every threshold has a kind to be checked against
-    source = Path(ga.__file__).read_text()
+    kinds = _gpu_alert_thresholds._KINDS
+    assert list(kinds) == list(ga.DEFAULT_THRESHOLDS)  # every threshold has a kind to be checked against
+    source = Path(_gpu_alert_thresholds.__file__).read_text()
     undocumented = [k for k in ga.DEFAULT_THRESHOLDS if not re.search(rf"^#   {k}\b|^#   .*\b{k}\b", source, re.M)]
     assert undocumented == []
     docs = (REPO / "docs/observability.md").read_text()
