@@ -18,9 +18,7 @@ MAX_LINES = 600
 DOC_STRINGS = {"DOCUMENTATION", "EXAMPLES", "RETURN"}
 # Over the limit today, each split by its own change: the file and the most lines it may have until then (a file
 # that grows past its figure fails, and so does an entry whose file is back under the limit).
-OVER_LIMIT = {
-    "plugins/module_utils/_gpu_alerts.py": 1014,
-}
+OVER_LIMIT: dict[str, int] = {}
 # The status code (readiness, cluster status, diagnosis) reads objects; the roles' builders import its predicates,
 # never the other way.
 BUILDERS = ("plugins.module_utils.network.", "plugins.module_utils.sriov.", "plugins.module_utils.monitoring.")
