@@ -159,19 +159,19 @@ quiet_fleet_on() {
 # scenario (the scenarios expect a lab no test has used). Worker c runs lint, sanity and the unit tests (no lab) first;
 # the quiet-fleet test runs the whole time beside them on lab e (its window is ten minutes). The order comes from the
 # last fresh-clone run's durations (benchmarks/README.md); a file or scenario not listed here joins at the end.
-QUEUE_INTEGRATION=(tests/integration/test_upgrade.py tests/integration/test_helm_killed.py
-  tests/integration/test_site_check_first_install.py tests/integration/test_gpu_operator_role.py
-  tests/integration/test_plan_first.py tests/integration/test_kueue_team_namespaces.py
-  tests/integration/test_remediation.py tests/integration/test_kueue_admission.py
-  tests/integration/test_gpu_alerts_e2e.py tests/integration/test_helm.py tests/integration/test_gpu_cluster_status_lab.py
-  tests/integration/test_host_prep.py hack/tests/integration/test_sim_operators.py tests/integration/test_fixture_crds.py
-  tests/integration/test_sriov_bundled_source.py tests/integration/test_uninstall.py tests/integration/test_awx_jobs.py
-  tests/integration/test_volcano_scheduling.py tests/integration/test_network_operator_guards.py
-  tests/integration/test_network_status_lab.py tests/integration/test_host_guards.py
-  tests/integration/test_gpu_nodes_inventory.py hack/tests/integration/test_simulator.py
-  hack/tests/integration/test_sim_dra.py tests/integration/test_helm_oci.py hack/tests/integration/test_kueue_lab.py
-  hack/tests/integration/test_control_plane.py hack/tests/integration/test_lab_cli.py
-  tests/integration/test_kueue_diagnosis.py)
+QUEUE_INTEGRATION=(tests/integration/test_helm_killed.py tests/integration/test_gpu_operator_role.py
+  tests/integration/test_upgrade.py tests/integration/test_remediation.py tests/integration/test_kueue_admission.py
+  tests/integration/test_site_check_first_install.py tests/integration/test_helm.py
+  tests/integration/test_plan_first.py tests/integration/test_gpu_alerts_e2e.py tests/integration/test_host_prep.py
+  tests/integration/test_host_guards.py tests/integration/test_sriov_bundled_source.py
+  tests/integration/test_uninstall.py tests/integration/test_gpu_cluster_status_lab.py
+  tests/integration/test_kueue_team_namespaces.py tests/integration/test_network_operator_guards.py
+  tests/integration/test_helm_oci.py tests/integration/test_awx_jobs.py tests/integration/test_fixture_crds.py
+  tests/integration/test_volcano_scheduling.py tests/integration/test_network_status_lab.py
+  hack/tests/integration/test_sim_operators.py hack/tests/integration/test_lab_cli.py
+  tests/integration/test_gpu_nodes_inventory.py hack/tests/integration/test_kueue_lab.py
+  hack/tests/integration/test_control_plane.py hack/tests/integration/test_simulator.py
+  hack/tests/integration/test_sim_dra.py tests/integration/test_kueue_diagnosis.py)
 QUEUE_MOLECULE=(site monitoring gpu_sharing kueue network_operator amd_gpu_operator kai_scheduler gpu_operator volcano
   host_prep nfd sriov_network_operator smoke_tests gpuops)
 
