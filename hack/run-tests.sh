@@ -93,6 +93,9 @@ do_molecule_scenarios() { # do_molecule_scenarios SCENARIO...
     t0=$(date +%s)
     how=()
     [[ " ${PLAIN_SCENARIOS[*]} " == *" $s "* ]] && how=(plain)
+    # molecule keeps a scenario's state (prepared: true) in its ephemeral directory across runs, and skips prepare
+    # when an earlier run of this checkout left it: every scenario starts from none
+    rm -rf "$ANSIBLE_HOME"/tmp/molecule.*."$s"
     (cd "$repo" && "${how[@]}" molecule test -s "$s") || { echo "molecule scenario $s failed"; rc=1; }
     echo "molecule scenario $s took $(( $(date +%s) - t0 )) s"
   done
