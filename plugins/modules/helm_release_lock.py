@@ -75,8 +75,8 @@ options:
     description:
       - With O(state=acquired), once the Lease is taken (not in check mode), remove the directories whose name starts
         with this prefix in the system temporary directory (C(TMPDIR)), which runs of this release that died left.
-        The prefix must name the release and the cluster (the role uses C(gpuops-chart-<cluster>-<namespace>.<release>_),
-        C(<cluster>) a short hash of the kubeconfig path).
+        The prefix must name the release and the cluster (the role uses
+        C(gpuops-chart-<cluster>-<namespace>.<release>_), C(<cluster>) a short hash of the kubeconfig path).
     type: str
 requirements:
   - kubernetes (Python client)
