@@ -210,8 +210,10 @@ worker() { # worker a|b|c|d: takes items from the queue until none is left, on i
       [ $n -eq 1 ] || lab down > ".state/stages/lab-$w$n-down.log" 2>&1 < /dev/null
       if ! timed "lab-$w$n-up" lab up --inventory-nodes < /dev/null; then
         state=none
-        echo 1 > ".state/stages/$name.rc"; echo "not run: lab $w did not start" > ".state/stages/$name.log"
+        lab down > /dev/null 2>&1 < /dev/null  # what the failed start left
+        echo "not run: lab $w did not start (.state/stages/lab-$w$n-up.log)" > ".state/stages/$name.log"
         echo 0 > ".state/stages/$name.took"
+        echo 1 > ".state/stages/$name.rc"  # last: the printer shows a stage once its .rc exists
         continue
       fi
       state=$kind
