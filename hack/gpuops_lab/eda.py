@@ -118,19 +118,52 @@ class Rulebook:
         return False
 
     def stop(self) -> None:
-        """Stop the rulebook and every playbook run it started (its process group: a run the rulebook left would go on
-        against the lab, or hang on its closed output, after the test)."""
+        """Stop the rulebook and every playbook run it started: a run the rulebook left would go on against the lab,
+        or hang on its closed output, after the test. ansible-runner starts each run in a session of its own, so the
+        runs are found as the rulebook's descendants (before it dies: then they belong to init) and signalled with
+        the rulebook's process group."""
+        runs = _descendants(self.proc.pid)
         for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, sig)
+            _signal(self.proc.pid, runs, sig)
             try:
                 self.proc.wait(timeout=wait)
             except subprocess.TimeoutExpired:
                 continue
-            if sig == signal.SIGTERM:  # the rulebook is gone: its playbook runs (same group) go with SIGKILL
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
             break
+        _signal(self.proc.pid, runs, signal.SIGKILL)  # what ignored SIGTERM
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below pid (from /proc; an empty list where it cannot be read)."""
+    children: dict[int, list[int]] = {}
+    try:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    except OSError:
+        return []
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _signal(group: int, pids: list[int], sig: int) -> None:
+    """sig to a process group and to each of pids' groups (a process gone or not ours is skipped)."""
+    groups = {group}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(pid))
+    for pgid in groups:
+        if pgid <= 1 or pgid == os.getpgrp():
+            continue
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, sig)
 
 
 LAB_GROUP_VARS = HACK.parent / "inventories" / "local" / "group_vars" / "cluster_controller.yml"

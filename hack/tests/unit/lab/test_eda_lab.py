@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,27 @@ def test_idle_and_settle_read_the_runs_in_the_rulebooks_output(tmp_path):
     log.write_text(log.read_text() + "PLAY RECAP ***\nPLAY [Record the remediation request (test stub)]\nPLAY RECAP\n")
     assert rb.idle()
     assert rb.settle(quiet=0.1, timeout=1) is True
+
+
+def test_stop_ends_the_runs_the_rulebook_started_in_sessions_of_their_own(tmp_path):
+    """ansible-runner starts each playbook run in a session of its own: stop() must end it with the rulebook."""
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)\n"
+        f"open({str(tmp_path / 'child')!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(300)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)  # noqa: S603
+    pid_file = tmp_path / "child"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the stand-in rulebook did not start its run"
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    assert child in eda._descendants(proc.pid)
+    eda.Rulebook(proc=proc, url="", records=tmp_path, log=tmp_path / "log").stop()
+    assert proc.poll() is not None
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and "Z" not in Path(f"/proc/{child}/stat").read_text().split()[2]:
+        assert time.monotonic() < deadline, "the run the rulebook started outlived stop()"
+        time.sleep(0.1)
