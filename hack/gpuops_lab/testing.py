@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +26,11 @@ NFD_OWNED = ("feature.node.kubernetes.io/", "nfd.node.kubernetes.io/")
 
 def _not_nfd(meta: dict) -> dict:
     return {k: v for k, v in meta.items() if not k.startswith(NFD_OWNED)}
+
+
+def _node_meta(labels: dict | None, annotations: dict | None) -> str:
+    """What snapshot() and settle_nodes() compare of a Node: its labels and annotations but NFD's."""
+    return json.dumps([_not_nfd(labels or {}), _not_nfd(annotations or {})], sort_keys=True)
 
 
 def snapshot(api_client: Any) -> dict[tuple[str, str, str], str]:
@@ -47,7 +53,7 @@ def snapshot(api_client: Any) -> dict[tuple[str, str, str], str]:
             meta = it.metadata
             key = (f"{res.group_version}/{res.kind}", meta.namespace or "", meta.name)
             if res.kind == "Node":
-                out[key] = json.dumps([_not_nfd(meta.labels or {}), _not_nfd(meta.annotations or {})], sort_keys=True)
+                out[key] = _node_meta(meta.labels, meta.annotations)
             else:
                 # what a playbook writes (metadata labels and annotations, spec, data), not the resourceVersion: the
                 # lab's controllers and earlier tests' operators keep writing status in the shared lab
@@ -190,17 +196,12 @@ def settle_nodes(core: Any, names: list[str], quiet: float = 5.0, timeout: float
     seconds: the lab's controllers and the simulator's handlers (an operator an earlier test left installed labels
     every new node) write new nodes on their own schedule, so a snapshot taken before they are done would count
     their writes as the test's."""
-    import time
-
     wanted = set(names)
 
     def meta() -> dict[str, str]:
         listed = json.loads(core.list_node(_preload_content=False).data)["items"]
         return {
-            n["metadata"]["name"]: json.dumps(
-                [_not_nfd(n["metadata"].get("labels") or {}), _not_nfd(n["metadata"].get("annotations") or {})],
-                sort_keys=True,
-            )
+            n["metadata"]["name"]: _node_meta(n["metadata"].get("labels"), n["metadata"].get("annotations"))
             for n in listed
             if n["metadata"]["name"] in wanted
         }
