@@ -143,8 +143,7 @@ def run(ctx: Any) -> dict[str, Any]:
         raise InvalidInput(
             f"timeout {p['timeout']} / poll {p['poll']}: the timeout must be 0 or more seconds and the poll at least 1"
         )
-    api_client = _k8s.new_api_client(p)
-    api = _api.ClusterApi(api_client, _k8s.Reader(api_client))
+    api = _api.ClusterApi(_k8s.new_reader(p))
     return Drain(p, api, ctx.check_mode, time.monotonic, time.sleep).run()
 
 

@@ -263,8 +263,7 @@ def run(ctx: Any) -> dict[str, Any]:
     _k8s.require_client(ctx.module)
     check_options(ctx.params)
     validate_event(ctx.params["event"])  # a bad event is named before any connection is made
-    api_client = _k8s.new_api_client(ctx.params)
-    api = _api.ClusterApi(api_client, _k8s.Reader(api_client))
+    api = _api.ClusterApi(_k8s.new_reader(ctx.params))
     job = Quarantine(ctx.params, api, ctx.check_mode, now)
     result = job.run()
     for warning in job.warnings:

@@ -9,8 +9,9 @@
 ``gpuops.platform._k8s_auth`` doc fragment), client construction, and a reader that lists objects as plain
 dicts (raw JSON, no model deserialisation) and counts the HTTP requests it makes.
 
-The reader needs only GETs, and importing the ``kubernetes`` client costs about 0.7 s of CPU (it loads every API
-and model class), more than the requests themselves. So ``new_reader`` talks HTTP with the standard library when
+Importing the ``kubernetes`` client costs about 0.7 s of CPU (it loads every API and model class), more than the
+requests themselves, and more than a remediation's whole budget from the alert to the cordon can spare. So
+``new_reader`` talks HTTP with the standard library (reads, and the plain writes of ``Reader.send``) when
 the connection settings are ones it understands in full (a kubeconfig whose user has client certificates or a
 token, or ``host`` with ``api_key``), and uses the kubernetes client for everything else (exec and auth-provider
 plugins, in-cluster config, several kubeconfig files). Both paths give the same results and the same errors."""
@@ -215,8 +216,8 @@ def simple_settings(params: Mapping[str, Any]) -> dict[str, Any] | None:
     return out if out["server"] else None
 
 
-class HttpGet:
-    """GETs with the standard library over the settings of ``simple_settings``."""
+class Http:
+    """Requests with the standard library over the settings of ``simple_settings``."""
 
     def __init__(self, settings: Mapping[str, Any], timeout: int = 60) -> None:
         url = urllib.parse.urlsplit(settings["server"])
@@ -227,8 +228,15 @@ class HttpGet:
             self.headers["Authorization"] = f"Bearer {settings['token']}"
         self.context = _ssl_context(settings) if self.https else None
 
-    def get(self, path: str, accept: str | None = None) -> tuple[int, str, bytes]:
-        """(status, reason, body) of GET ``path`` (``accept``: another Accept header); socket and TLS errors are
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        accept: str | None = None,
+    ) -> tuple[int, str, bytes]:
+        """(status, reason, body) of ``method path`` (``accept``: another Accept header); socket and TLS errors are
         raised as they come."""
         if self.https:
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
@@ -238,11 +246,16 @@ class HttpGet:
             conn = http.client.HTTPConnection(self.netloc, timeout=self.timeout)
         try:
             headers = self.headers if accept is None else dict(self.headers, Accept=accept)
-            conn.request("GET", self.prefix + path, headers=headers)
+            if content_type is not None:
+                headers = dict(headers, **{"Content-Type": content_type})
+            conn.request(method, self.prefix + path, body=body, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.reason, resp.read()
         finally:
             conn.close()
+
+    def get(self, path: str, accept: str | None = None) -> tuple[int, str, bytes]:
+        return self.request("GET", path, accept=accept)
 
 
 def _ssl_context(settings: Any) -> ssl.SSLContext:
@@ -277,7 +290,7 @@ def new_reader(params: Mapping[str, Any]) -> Reader:
     settings = simple_settings(params)
     if settings is not None:
         try:
-            return Reader(http=HttpGet(settings))
+            return Reader(http=Http(settings))
         except (OSError, ValueError, ssl.SSLError):
             pass  # unreadable certificate files and the like: the client reports them in its own words
     return Reader(new_api_client(params))
@@ -295,7 +308,8 @@ _UNREACHABLE = "(check host, kubeconfig and that the API server is reachable)"
 class Reader:
     """Lists objects as plain dicts, one GET per list (no pagination: a list is one request whatever its
     size). ``requests`` counts every HTTP request made since construction. Over a kubernetes ApiClient
-    (``api_client``) or the standard library (``http``, from ``new_reader``)."""
+    (``api_client``) or the standard library (``http``, from ``new_reader``). ``send`` makes one write (POST, PUT,
+    PATCH) and hands back its status for the caller to judge."""
 
     # HTTP 429 is the API server asking to come back: a list of a kind whose CRD was created a moment ago answers
     # "storage is (re)initializing" until its watch cache is ready (client-go retries it too). Retried every second,
@@ -303,7 +317,7 @@ class Reader:
     RETRIES_429 = 20
 
     def __init__(
-        self, api_client: Any = None, http: HttpGet | None = None, sleep: Callable[[float], None] = time.sleep
+        self, api_client: Any = None, http: Http | None = None, sleep: Callable[[float], None] = time.sleep
     ) -> None:
         self.api_client, self.http, self.requests, self.sleep = api_client, http, 0, sleep
 
@@ -338,6 +352,32 @@ class Reader:
         except exc_type as exc:
             return exc.status, exc.reason, exc.body
         return resp.status, resp.reason, resp.read()
+
+    def send(
+        self, method: str, path: str, body: Mapping[str, Any], content_type: str = "application/json"
+    ) -> tuple[int, str, bytes]:
+        """One write: (status, reason, body) of ``method path`` with ``body`` as JSON (``content_type``: for PATCH,
+        ``application/merge-patch+json``). Any status comes back, for the caller to name; socket and TLS errors
+        raise ClusterAccessError."""
+        self.requests += 1
+        try:
+            if self.http is not None:
+                return self.http.request(method, path, json.dumps(body).encode(), content_type)
+            exc_type: Any = __getattr__("ApiException")
+            request = self.api_client.param_serialize(
+                method,
+                path,
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=dict(body),
+                auth_settings=["BearerToken"],
+            )
+            try:
+                resp = self.api_client.call_api(*request)
+            except exc_type as exc:
+                return exc.status, exc.reason or "", exc.body or b""
+            return resp.status, resp.reason or "", resp.read()
+        except Exception as exc:  # socket/ssl/urllib3 errors: the server is not reachable
+            raise ClusterAccessError(f"cannot {method} {path}: {exc} {_UNREACHABLE}") from exc
 
     def get(self, what: str, path: str, verb: str = "read") -> Any:
         """Any GET under the API server as parsed JSON (for example a service proxy path); errors name ``what``."""

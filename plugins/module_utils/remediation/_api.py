@@ -5,10 +5,13 @@
 # This module_utils file is PRIVATE to the collection: it may change at any time.
 # Do not use it from other collections or standalone plugins/modules.
 
-"""The Kubernetes calls of the remediation: reads through the collection's Reader (plain dicts), writes through the
-kubernetes client - a node's marks (a merge patch carrying the resourceVersion read), Events on the Node (what
-``kubectl describe node`` lists), the circuit breaker's ConfigMap (written with the resourceVersion read, so two
-runs cannot both take the last place) and evictions (the Eviction API, so PodDisruptionBudgets apply)."""
+"""The Kubernetes calls of the remediation, reads and writes through the collection's Reader (plain dicts; the
+standard library when the kubeconfig allows it, so the module does not pay for importing the kubernetes client on
+the way from the alert to the cordon): a node's marks (a JSON merge patch carrying the resourceVersion read, so a
+list such as the taints is replaced whole - a strategic merge patch would keep a taint the patch leaves out), Events
+on the Node (what ``kubectl describe node`` lists), the circuit breaker's ConfigMap (written with the resourceVersion
+read, so two runs cannot both take the last place) and evictions (the Eviction API, so PodDisruptionBudgets
+apply)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils.common._errors import GpuOpsError
-from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
 from ansible_collections.gpuops.platform.plugins.module_utils.remediation._policy import BY, stamp, utcnow
 
 EVENT_NAMESPACE = "default"  # where the kubelet records a Node's events; kubectl describe node reads them there
@@ -36,28 +38,24 @@ class Conflict(GpuOpsError):
     """The object changed between the read and the write (HTTP 409): read again and decide again."""
 
 
-def _rbac(verb: str, what: str, exc: Any) -> GpuOpsError:
-    status = getattr(exc, "status", None)
-    reason = getattr(exc, "reason", "") or ""
-    body = getattr(exc, "body", None)
+def _message(reason: str, body: Any) -> str:
+    """The API server's message from a Status body, else the HTTP reason."""
     try:
-        reason = json.loads(body or "").get("message") or reason
+        return json.loads(body or "").get("message") or reason
     except (TypeError, ValueError, AttributeError):
-        pass
+        return reason
+
+
+def _rbac(verb: str, what: str, status: int, reason: str, body: Any) -> GpuOpsError:
     hint = f"; Fix: grant the user {verb} on {what} (RBAC)" if status in (401, 403) else ""
-    return GpuOpsError(f"cannot {verb} {what}: HTTP {status} {reason}{hint}", status=status)
+    return GpuOpsError(f"cannot {verb} {what}: HTTP {status} {_message(reason, body)}{hint}", status=status)
 
 
 class ClusterApi:
-    """Reads and writes of one run. ``api_client``: a kubernetes ApiClient; ``reader``: a _k8s.Reader over it."""
+    """Reads and writes of one run through ``reader`` (a _k8s.Reader)."""
 
-    def __init__(self, api_client: Any, reader: Any) -> None:
-        self.api_client, self.reader = api_client, reader
-
-    def _core(self) -> Any:
-        from kubernetes import client
-
-        return client.CoreV1Api(self.api_client)
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
 
     # -- nodes
     def node(self, name: str) -> dict[str, Any] | None:
@@ -67,12 +65,12 @@ class ClusterApi:
         return self.reader.nodes()
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
-        try:
-            self._core().patch_node(name, dict(patch))
-        except _k8s.ApiException as exc:
-            if exc.status == 409:
-                raise Conflict(f"node {name} changed while it was being marked") from exc
-            raise _rbac("patch", f"node {name}", exc) from exc
+        path = f"/api/v1/nodes/{urllib.parse.quote(name, safe='')}"
+        status, reason, body = self.reader.send("PATCH", path, patch, "application/merge-patch+json")
+        if status == 409:
+            raise Conflict(f"node {name} changed while it was being marked")
+        if status >= 300:
+            raise _rbac("patch", f"node {name}", status, reason, body)
 
     # -- events
     def record(self, node: Mapping[str, Any], reason: str, message: str, key: str, warning: bool = False) -> bool:
@@ -97,12 +95,11 @@ class ClusterApi:
             "lastTimestamp": now,
             "count": 1,
         }
-        try:
-            self._core().create_namespaced_event(EVENT_NAMESPACE, body)
-        except _k8s.ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise _rbac("create", f"events in namespace {EVENT_NAMESPACE}", exc) from exc
+        status, reason, answer = self.reader.send("POST", f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", body)
+        if status == 409:
+            return False
+        if status >= 300:
+            raise _rbac("create", f"events in namespace {EVENT_NAMESPACE}", status, reason, answer)
         return True
 
     # -- the circuit breaker's state
@@ -142,23 +139,22 @@ class ClusterApi:
                 "actions": json.dumps(state["actions"], sort_keys=True),
             },
         }
-        core = self._core()
-        try:
-            if rv is None:
-                core.create_namespaced_config_map(namespace, body)
-            else:
-                body["metadata"]["resourceVersion"] = rv
-                core.replace_namespaced_config_map(BREAKER, namespace, body)
-        except _k8s.ApiException as exc:
-            if exc.status == 409:
-                raise Conflict(f"ConfigMap {namespace}/{BREAKER} changed while it was being written") from exc
-            if exc.status == 404:
-                raise GpuOpsError(
-                    f"cannot write the circuit breaker's ConfigMap {namespace}/{BREAKER}: namespace {namespace} does "
-                    "not exist. Fix: set gpuops_remediation_namespace (the module's state_namespace) to an existing "
-                    "namespace, or create it.",
-                ) from exc
-            raise _rbac("create and update", f"configmaps in namespace {namespace}", exc) from exc
+        path = f"/api/v1/namespaces/{namespace}/configmaps"
+        if rv is None:
+            status, reason, answer = self.reader.send("POST", path, body)
+        else:
+            body["metadata"]["resourceVersion"] = rv
+            status, reason, answer = self.reader.send("PUT", f"{path}/{BREAKER}", body)
+        if status == 409:
+            raise Conflict(f"ConfigMap {namespace}/{BREAKER} changed while it was being written")
+        if status == 404:
+            raise GpuOpsError(
+                f"cannot write the circuit breaker's ConfigMap {namespace}/{BREAKER}: namespace {namespace} does "
+                "not exist. Fix: set gpuops_remediation_namespace (the module's state_namespace) to an existing "
+                "namespace, or create it.",
+            )
+        if status >= 300:
+            raise _rbac("create and update", f"configmaps in namespace {namespace}", status, reason, answer)
 
     # -- the drain
     def pods_on(self, node: str) -> list[dict[str, Any]]:
@@ -177,15 +173,10 @@ class ClusterApi:
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
-        try:
-            self._core().create_namespaced_pod_eviction(name, namespace, body)
-        except _k8s.ApiException as exc:
-            if exc.status in (404, 429):
-                message = getattr(exc, "reason", "") or ""
-                try:
-                    message = json.loads(exc.body).get("message") or message
-                except (TypeError, ValueError, AttributeError):
-                    pass
-                return exc.status, message
-            raise _rbac("create", f"pods/eviction of pod {namespace}/{name}", exc) from exc
+        path = f"/api/v1/namespaces/{namespace}/pods/{urllib.parse.quote(name, safe='')}/eviction"
+        status, reason, answer = self.reader.send("POST", path, body)
+        if status in (404, 429):
+            return status, _message(reason, answer)
+        if status >= 300:
+            raise _rbac("create", f"pods/eviction of pod {namespace}/{name}", status, reason, answer)
         return 201, "evicted"

@@ -116,6 +116,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _write(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        self.seen.append(
+            (self.command, self.path, self.headers.get("Content-Type"), json.loads(self.rfile.read(length)))
+        )
+        status, body = self.routes.get((self.command, self.path), (201, {"kind": "Status"}))
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_PATCH = do_POST = do_PUT = _write  # noqa: N815 - the http.server API
+
     def log_message(self, *args):
         pass
 
@@ -153,6 +168,34 @@ def test_reader_over_the_standard_library(server, tmp_path, monkeypatch):
         reader.daemonsets("y")  # a 404 of a built-in list is an error, not "missing"
     assert reader.requests == 6
     assert {auth for path, auth in handler.seen} == {"Bearer tok"}
+
+
+@pytest.mark.parametrize("path", ["standard library", "kubernetes client"])
+def test_send_writes_json_with_its_content_type_and_hands_back_the_status(server, tmp_path, monkeypatch, path):
+    """A JSON merge patch stays one on both paths (the client would turn a dict into a strategic merge patch, which
+    keeps list items - taints - that the patch leaves out); a refused write comes back as its status, not raised."""
+    url, handler = server
+    handler.routes = {("POST", "/api/v1/namespaces/default/events"): (409, {"message": "already exists"})}
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    params = _params(host=url, api_key="tok")
+    reader = _k8s.new_reader(params) if path == "standard library" else _k8s.Reader(_k8s.new_api_client(params))
+    assert (reader.http is not None) == (path == "standard library")
+    patch = {"metadata": {"resourceVersion": "7"}, "spec": {"unschedulable": True, "taints": []}}
+    status, _reason, _body = reader.send("PATCH", "/api/v1/nodes/n1", patch, "application/merge-patch+json")
+    assert status == 201
+    status, _reason, body = reader.send("POST", "/api/v1/namespaces/default/events", {"kind": "Event"})
+    assert status == 409 and json.loads(body)["message"] == "already exists"
+    assert handler.seen == [
+        ("PATCH", "/api/v1/nodes/n1", "application/merge-patch+json", patch),
+        ("POST", "/api/v1/namespaces/default/events", "application/json", {"kind": "Event"}),
+    ]
+    assert reader.requests == 2
+
+
+def test_send_to_an_unreachable_server_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    with pytest.raises(_k8s.ClusterAccessError, match="cannot PATCH /api/v1/nodes/n1: .*API server is reachable"):
+        _k8s.new_reader(_params(host="http://127.0.0.1:9")).send("PATCH", "/api/v1/nodes/n1", {})
 
 
 def test_unreachable_server_names_the_fix(tmp_path, monkeypatch):

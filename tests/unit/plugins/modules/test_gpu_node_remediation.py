@@ -110,8 +110,8 @@ class FakeApi:
 def cluster(monkeypatch):
     fake = FakeApi([_node("gpu-0"), _node("gpu-1"), _node("gpu-2"), _node("cpu-0", gpu=False)])
     monkeypatch.setattr(_k8s, "require_client", lambda module: None)
-    monkeypatch.setattr(_k8s, "new_api_client", lambda params: object())
-    monkeypatch.setattr(_api, "ClusterApi", lambda client, reader: fake)
+    monkeypatch.setattr(_k8s, "new_reader", lambda params: object())
+    monkeypatch.setattr(_api, "ClusterApi", lambda reader: fake)
     return fake
 
 
