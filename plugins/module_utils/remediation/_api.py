@@ -7,11 +7,10 @@
 
 """The Kubernetes calls of the remediation, reads and writes through the collection's Reader (plain dicts; the
 standard library when the kubeconfig allows it, so the module does not pay for importing the kubernetes client on
-the way from the alert to the cordon): a node's marks (a JSON merge patch carrying the resourceVersion read, so a
-list such as the taints is replaced whole - a strategic merge patch would keep a taint the patch leaves out), Events
-on the Node (what ``kubectl describe node`` lists), the circuit breaker's ConfigMap (written with the resourceVersion
-read, so two runs cannot both take the last place) and evictions (the Eviction API, so PodDisruptionBudgets
-apply)."""
+the way from the alert to the cordon): a node's marks (a JSON merge patch carrying the resourceVersion read; the
+taints are an atomic list, replaced whole), Events on the Node (what ``kubectl describe node`` lists), the circuit
+breaker's ConfigMap (written with the resourceVersion read, so two runs cannot both take the last place) and
+evictions (the Eviction API, so PodDisruptionBudgets apply)."""
 
 from __future__ import annotations
 

@@ -172,8 +172,8 @@ def test_reader_over_the_standard_library(server, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("path", ["standard library", "kubernetes client"])
 def test_send_writes_json_with_its_content_type_and_hands_back_the_status(server, tmp_path, monkeypatch, path):
-    """A JSON merge patch stays one on both paths (the client would turn a dict into a strategic merge patch, which
-    keeps list items - taints - that the patch leaves out); a refused write comes back as its status, not raised."""
+    """A JSON merge patch stays one on both paths (the client turns a dict it is given without a content type into a
+    strategic merge patch); a refused write comes back as its status, not raised."""
     url, handler = server
     handler.routes = {("POST", "/api/v1/namespaces/default/events"): (409, {"message": "already exists"})}
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
