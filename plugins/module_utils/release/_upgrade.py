@@ -38,6 +38,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpuops.platform.plugins.module_utils.common._judge import line
+
 Finding = dict[str, Any]
 
 _V326_DRIVERS = (
@@ -345,7 +347,8 @@ def progress(
     ``driver_pods`` with ``driver_version``: the driver pods, whose image tag must be that version (``595.91.07``,
     or with the OS suffix the driver images carry, ``595.91.07-ubuntu22.04``); the nodes whose pod is not are
     ``stale``.
-    Returns ``{states: {node: state}, done, in_progress, pending, failed, skipped, stale, complete, findings}``;
+    Returns ``{states: {node: state}, done, in_progress, pending, failed, skipped, stale, complete, findings, summary,
+    why}`` (``summary``: the counts in words; ``why``: each finding's line, each followed by `` || ``);
     complete when every driver node is ``upgrade-done`` (or skipped) and none is stale, a failed node is an error
     finding. The controller counts a failed node against maxParallelUpgrades too: in_progress + failed is what it
     limits."""
@@ -397,4 +400,7 @@ def progress(
         "stale": sorted(stale),
         "complete": bool(states) and len(done) == len(states) and not stale,
         "findings": findings,
+        "summary": f"done {done}, in progress {in_progress}, pending {pending}, failed {failed}; driver "
+        f"{driver_version} not running on {sorted(stale)}",
+        "why": "".join(f"{line(f)} || " for f in findings),
     }

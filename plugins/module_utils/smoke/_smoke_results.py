@@ -186,11 +186,22 @@ def results(
     return {
         "done": done,
         "results": rows,
+        "failed": [r["key"] for r in rows if r["result"] == "fail"],
+        "verdict": verdict(rows),
         "read_logs": sorted(set(to_read)),
         "holding": holding,
         "nodes": node_records(rows, timestamp),
         "table": table(rows),
     }
+
+
+def verdict(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The run's verdict in one line: each failed test with its nodes and why, or how many passed."""
+    failed = [r for r in rows if r.get("result") == "fail"]
+    if not failed:
+        return f"{len(rows)} test(s), none failed"
+    each = "".join(f"{r['test']} on {','.join(r['nodes'])}: {r['detail']} || " for r in failed)
+    return f"{len(failed)} smoke test(s) failed: {each}- see the table above; the results are on the nodes."
 
 
 def pod_record(name: str, pod: Mapping[str, Any] | None) -> dict[str, Any]:

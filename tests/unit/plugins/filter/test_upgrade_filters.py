@@ -25,6 +25,9 @@ def test_driver_upgrade_progress():
     nodes = [{"metadata": {"name": "a", "labels": {"nvidia.com/gpu-driver-upgrade-state": "upgrade-failed"}}}]
     got = driver_upgrade_progress(nodes, None, "gpu")
     assert got["failed"] == ["a"] and "kubectl -n gpu logs" in got["findings"][0]["fix"]
+    assert got["summary"] == "done [], in progress [], pending [], failed ['a']; driver  not running on []"
+    assert got["why"].startswith("[driver-upgrade-failed] Node a: nvidia.com/gpu-driver-upgrade-state=upgrade-failed.")
+    assert got["why"].endswith(" || ") and got["why"].count(" || ") == 1
     with pytest.raises(AnsibleFilterError, match="Node objects"):
         driver_upgrade_progress({"a": 1})
     with pytest.raises(AnsibleFilterError, match="driver_nodes"):

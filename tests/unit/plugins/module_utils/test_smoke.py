@@ -390,6 +390,27 @@ def test_finished_pods_are_parsed_from_their_logs_and_recorded():
     note = json.loads(recs["dgx-0"]["annotations"]["gpuops.platform/smoke.cuda.nvidia-h100-80gb-hbm3"])
     assert note["result"] == "pass" and note["time"] == "2026-01-01T00:00:00Z"
     assert "TEST" in out["table"] and "not-measured: simulated node" in out["table"]
+    assert out["failed"] == [] and out["verdict"] == f"{len(out['results'])} test(s), none failed"
+
+
+@pytest.mark.parametrize(
+    ("rows", "want"),
+    [
+        ([], "0 test(s), none failed"),
+        ([{"result": "pass"}, {"result": "not-measured"}], "2 test(s), none failed"),
+        (
+            [
+                {"result": "fail", "test": "cuda.l40s", "nodes": ["a"], "detail": "not scheduled: no GPU"},
+                {"result": "pass", "test": "cuda.h100", "nodes": ["b"], "detail": ""},
+                {"result": "fail", "test": "nccl.h100", "nodes": ["b", "c"], "detail": "12 GB/s < 350 GB/s"},
+            ],
+            "2 smoke test(s) failed: cuda.l40s on a: not scheduled: no GPU || nccl.h100 on b,c: 12 GB/s < 350 GB/s || "
+            "- see the table above; the results are on the nodes.",
+        ),
+    ],
+)
+def test_verdict_names_each_failed_test_its_nodes_and_why(rows, want):
+    assert _smoke_results.verdict(rows) == want
 
 
 @pytest.mark.parametrize(
