@@ -9,8 +9,8 @@
 ``gpuops.platform._k8s_auth`` doc fragment), client construction, and a reader that lists objects as plain
 dicts (raw JSON, no model deserialisation) and counts the HTTP requests it makes.
 
-Importing the ``kubernetes`` client costs about 0.7 s of CPU (it loads every API and model class), more than the
-requests themselves, and more than a remediation's whole budget from the alert to the cordon can spare. So
+Importing the ``kubernetes`` client costs 0.35-0.7 s of CPU (it loads every API and model class), more than the
+requests themselves, and the remediation's modules sit on the path from a GPU alert to the cordon. So
 ``new_reader`` talks HTTP with the standard library (reads, and the plain writes of ``Reader.send``) when
 the connection settings are ones it understands in full (a kubeconfig whose user has client certificates or a
 token, or ``host`` with ``api_key``), and uses the kubernetes client for everything else (exec and auth-provider
