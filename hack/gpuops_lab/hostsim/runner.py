@@ -42,6 +42,8 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 PR_SET_NAME = 15
 POLL_S = 0.02
+# appended to the command's PATH inside the namespace (init)
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 _libc = None
 
@@ -164,6 +166,10 @@ def init(tree: Path, cmd: list[str]) -> int:
             signal.signal(s, signal.SIG_DFL)
         pyshim = str(Path(__file__).resolve().parent / "pyshim")  # os.uname() of the simulated kernel
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (pyshim, os.environ.get("PYTHONPATH")) if p)
+        # the system directories a root shell of a real host has on its PATH (sudo's secure_path), after the caller's
+        # own: the shims are at /usr/sbin/modprobe and /usr/bin/systemctl, and a caller's PATH may lack the sbin ones
+        path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+        os.environ["PATH"] = os.pathsep.join(path + [d for d in SYSTEM_PATH if d not in path])
         try:
             os.execvp(cmd[0], cmd)
         except OSError as exc:
