@@ -205,7 +205,10 @@ worker() { # worker a|b|c|d: takes items from the queue until none is left, on i
     mkdir ".state/queue/$i" 2>/dev/null || continue  # taken by another worker (mkdir is atomic)
     name=$(item_name "$kind" "$path")
     echo "$name" > ".state/queue/$i/item"
-    if [ "$state" != "$kind" ]; then  # a fresh lab for the first item of each kind
+    # a fresh lab for the first item of each kind and for every molecule scenario: a scenario may leave what its
+    # prepare installed (kueue leaves NFD in molecule-nfd), which the next scenario's guards would take for another
+    # installation (amd_gpu_operator's second-NFD check after kueue, in a fresh-clone run)
+    if [ "$state" != "$kind" ] || [ "$kind" = mol ]; then
       n=$((n + 1))
       [ $n -eq 1 ] || lab down > ".state/stages/lab-$w$n-down.log" 2>&1 < /dev/null
       if ! timed "lab-$w$n-up" lab up --inventory-nodes < /dev/null; then
