@@ -343,15 +343,19 @@ class Reader:
         return json.loads(body)
 
     def _client_get(self, path: str, accept: str | None = None) -> tuple[int, str, Any]:
+        return self._client_call("GET", path, {"Accept": accept or "application/json"})
+
+    def _client_call(self, method: str, path: str, headers: dict[str, str], body: Any = None) -> tuple[int, str, Any]:
+        """(status, reason, body) of one request through the kubernetes client; an error status comes back too."""
         exc_type: Any = __getattr__("ApiException")
         request = self.api_client.param_serialize(
-            "GET", path, header_params={"Accept": accept or "application/json"}, auth_settings=["BearerToken"]
+            method, path, header_params=headers, body=body, auth_settings=["BearerToken"]
         )
         try:
             resp = self.api_client.call_api(*request)
         except exc_type as exc:
-            return exc.status, exc.reason, exc.body
-        return resp.status, resp.reason, resp.read()
+            return exc.status, exc.reason or "", exc.body or b""
+        return resp.status, resp.reason or "", resp.read()
 
     def send(
         self, method: str, path: str, body: Mapping[str, Any], content_type: str = "application/json"
@@ -363,19 +367,9 @@ class Reader:
         try:
             if self.http is not None:
                 return self.http.request(method, path, json.dumps(body).encode(), content_type)
-            exc_type: Any = __getattr__("ApiException")
-            request = self.api_client.param_serialize(
-                method,
-                path,
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=dict(body),
-                auth_settings=["BearerToken"],
+            return self._client_call(
+                method, path, {"Accept": "application/json", "Content-Type": content_type}, dict(body)
             )
-            try:
-                resp = self.api_client.call_api(*request)
-            except exc_type as exc:
-                return exc.status, exc.reason or "", exc.body or b""
-            return resp.status, resp.reason or "", resp.read()
         except Exception as exc:  # socket/ssl/urllib3 errors: the server is not reachable
             raise ClusterAccessError(f"cannot {method} {path}: {exc} {_UNREACHABLE}") from exc
 

@@ -108,7 +108,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 - the http.server API
         self.seen.append((self.path, self.headers.get("Authorization")))
-        status, body = self.routes.get(self.path, (404, {"message": "the server could not find the resource"}))
+        self._answer(*self.routes.get(self.path, (404, {"message": "the server could not find the resource"})))
+
+    def _answer(self, status, body):
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -121,13 +123,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.seen.append(
             (self.command, self.path, self.headers.get("Content-Type"), json.loads(self.rfile.read(length)))
         )
-        status, body = self.routes.get((self.command, self.path), (201, {"kind": "Status"}))
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._answer(*self.routes.get((self.command, self.path), (201, {"kind": "Status"})))
 
     do_PATCH = do_POST = do_PUT = _write  # noqa: N815 - the http.server API
 
