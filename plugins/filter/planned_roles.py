@@ -16,6 +16,8 @@ description:
     among the skipped tags removes it.
   - The run's preflight checks the charts and the cluster-reading rules of these roles only, so C(--tags hosts) needs
     neither the chart repository nor the API server.
+  - With O(enabled) (the collection-wide C(gpuops_*) switches), only the roles those switches turn on: the run's
+    preflight checks the inputs of every enabled role (C(['all'])) and plans the enabled roles its tags select.
 positional: skip_tags
 options:
   _input:
@@ -28,12 +30,23 @@ options:
     type: list
     elements: str
     default: []
+  enabled:
+    description:
+      - The C(gpuops_*) variables by name (C(gpuops_<role>_managed) switches, C(gpuops_batch_schedulers)); a role
+        whose switch is off (or a scheduler not in the list) is left out. Not given - every role.
+    type: dict
 """
 
 EXAMPLES = r"""
 - name: The roles this run applies
   ansible.builtin.set_fact:
     _roles: "{{ ansible_run_tags | gpuops.platform.planned_roles(ansible_skip_tags) }}"
+
+- name: The roles the inventory turns on (whatever the tags)
+  ansible.builtin.set_fact:
+    _enabled: >-
+      {{ ['all'] | gpuops.platform.planned_roles(enabled={'gpuops_nfd_managed': true,
+                                                          'gpuops_batch_schedulers': ['kueue']}) }}
 """
 
 RETURN = r"""
@@ -43,7 +56,8 @@ _value:
   elements: str
 """
 
-from collections.abc import Iterable, Sequence  # noqa: E402
+from collections.abc import Iterable, Mapping, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 
@@ -83,7 +97,30 @@ def _selected(tags: Iterable[str]) -> set[str]:
     return out
 
 
-def planned_roles(run_tags: Sequence[str], skip_tags: Sequence[str] | None = None) -> list[str]:
+BATCH = ("kueue", "volcano", "kai_scheduler")
+_TRUE = ("true", "yes", "on", "1", "y", "t")
+
+
+def _switch(value: Any) -> bool:
+    """A gpuops_*_managed switch as Ansible's bool filter reads it."""
+    return value is True or (isinstance(value, (int, float)) and value == 1) or str(value).strip().lower() in _TRUE
+
+
+def enabled_roles(switches: Mapping[str, Any]) -> set[str]:
+    """The roles the collection-wide switches turn on: gpuops_<role>_managed for each role (its default as the gpuops
+    role sets it where the mapping lacks it: NFD and the GPU Operator on, the rest off), the schedulers listed in
+    gpuops_batch_schedulers."""
+    defaults = {"nfd": True, "gpu_operator": True}
+    out = {r for r in ROLES if r not in BATCH and _switch(switches.get(f"gpuops_{r}_managed", defaults.get(r, False)))}
+    batch = switches.get("gpuops_batch_schedulers") or []
+    if isinstance(batch, str) or not isinstance(batch, Sequence):
+        raise AnsibleFilterError(f"planned_roles: gpuops_batch_schedulers must be a list, got {type(batch).__name__}")
+    return out | {r for r in BATCH if r in batch}
+
+
+def planned_roles(
+    run_tags: Sequence[str], skip_tags: Sequence[str] | None = None, enabled: Mapping[str, Any] | None = None
+) -> list[str]:
     # lists of the play's tags (Ansible may hand lazy sequences), never a bare string
     if isinstance(run_tags, str) or not isinstance(run_tags, Sequence) or not all(isinstance(t, str) for t in run_tags):
         raise AnsibleFilterError("planned_roles expects ansible_run_tags, a list of tags")
@@ -92,6 +129,8 @@ def planned_roles(run_tags: Sequence[str], skip_tags: Sequence[str] | None = Non
         skipped.update(LAYERS.get(tag, ()))
         skipped.update(r for r in ROLES if tag == r)
     chosen = _selected(run_tags) - skipped
+    if enabled is not None:
+        chosen &= enabled_roles(enabled)
     return [r for r in ROLES if r in chosen]
 
 

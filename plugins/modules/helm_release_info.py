@@ -25,6 +25,20 @@ extends_documentation_fragment:
   - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
+  caller:
+    description:
+      - The role that calls the internal C(gpuops.platform.helm_release) role. With it, the module first checks
+        O(name) as a Helm release name (53 characters at most) and O(namespace) as a DNS-1123 label, and fails
+        naming the role, the variable, the value and the fix before it reads anything. Empty is refused: the
+        internal role is used only by the operator roles.
+    type: str
+  require_deployed:
+    description:
+      - Fail unless the release is installed, its last revision is C(deployed) and it runs O(chart_name) at
+        O(chart_version) (the values are not compared): the read-only check a role's validation ends with. The
+        message names the release, its status and chart, and C(helm history) for why a revision failed.
+    type: bool
+    default: false
   name:
     description: Release name.
     type: str
@@ -108,6 +122,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+changed:
+  description: Always false (read-only); present so that the result can stand for an unchanged release.
+  returned: always
+  type: bool
+  sample: false
 up_to_date:
   description:
     - True when the release is deployed from the pinned chart with the asked values (and namespace labels); with
@@ -149,12 +168,16 @@ status:
 
 from typing import Any  # noqa: E402
 
+from ansible_collections.gpuops.platform.plugins.module_utils.common import _judge  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.common._module import run_module  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils.inputs import _inputs  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.release import _helm_release  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.release._helm_cli import Helm  # noqa: E402
 
 ARGUMENT_SPEC = {
+    "caller": {"type": "str"},
+    "require_deployed": {"type": "bool", "default": False},
     "name": {"type": "str", "required": True},
     "namespace": {"type": "str", "required": True},
     "chart_name": {"type": "str", "required": True},
@@ -210,10 +233,40 @@ def _leftovers(ctx: Any) -> list[str]:
     return out
 
 
+def _check_names(ctx: Any) -> None:
+    """With O(caller): the release name and namespace, judged before anything is read."""
+    p = ctx.params
+    if not p["caller"]:
+        ctx.module.fail_json(
+            msg="gpuops.platform.helm_release is internal (caller is empty): use the nfd, gpu_operator, "
+            "amd_gpu_operator, network_operator, sriov_network_operator, gpu_sharing, kueue, volcano, kai_scheduler or "
+            "monitoring role, which call it."
+        )
+    findings = _inputs.release_name("helm_release_name", p["name"])
+    findings += _inputs.dns1123_label("helm_release_namespace", p["namespace"])
+    judged = _judge.verdict(p["caller"], findings)
+    if judged["failed"]:
+        ctx.module.fail_json(msg=judged["msg"], findings=findings)
+
+
 def info(ctx: Any) -> dict[str, Any]:
     p = ctx.params
+    if p["caller"] is not None:
+        _check_names(ctx)
     helm = Helm(ctx)
     installed = helm.metadata(p["name"])
+    if p["require_deployed"] and _helm_release.deployed_reasons(installed, p["chart_name"], p["chart_version"]):
+        ctx.module.fail_json(
+            msg=_helm_release.not_deployed_message(
+                p["caller"] or "helm_release_info",
+                p["namespace"],
+                p["name"],
+                installed,
+                p["chart_name"],
+                p["chart_version"],
+            ),
+            status=installed.get("status") if installed else None,
+        )
     if p["state"] == "absent":
         reasons = _helm_release.absent_reasons(
             p["namespace"], p["name"], installed, _namespace_labels(ctx) is not None if p["namespace_gone"] else False

@@ -36,6 +36,17 @@ def plan(
     ``helm get values -o json`` (the user-supplied values of the deployed revision)."""
     if not installed:
         return ["the release is not installed"]
+    reasons = deployed_reasons(installed, chart, version)
+    if _canonical(installed_values) != _canonical(values):
+        changed = sorted(_changed_paths(installed_values, values))
+        reasons.append("values differ at " + ", ".join(changed[:10]) + (" ..." if len(changed) > 10 else ""))
+    return reasons
+
+
+def deployed_reasons(installed: Mapping[str, Any] | None, chart: str, version: str) -> list[str]:
+    """Why the installed release is not the pinned chart, deployed (its values aside); empty when it is."""
+    if not installed:
+        return ["the release is not installed"]
     reasons = []
     status = str(installed.get("status", "unknown"))
     if status != "deployed":
@@ -43,10 +54,20 @@ def plan(
     have = f"{installed.get('chart', '?')}-{installed.get('version', '?')}"
     if have != f"{chart}-{version}":
         reasons.append(f"chart {have} is installed, {chart}-{version} is asked for")
-    if _canonical(installed_values) != _canonical(values):
-        changed = sorted(_changed_paths(installed_values, values))
-        reasons.append("values differ at " + ", ".join(changed[:10]) + (" ..." if len(changed) > 10 else ""))
     return reasons
+
+
+def not_deployed_message(
+    caller: str, namespace: str, name: str, installed: Mapping[str, Any] | None, chart: str, version: str
+) -> str:
+    """The validation's message for a release that :func:`deployed_reasons` finds wrong: what it is, what was
+    expected, and where Helm says why."""
+    status = (installed or {}).get("status") or "not installed"
+    have = f"{installed.get('chart')}-{installed.get('version')}" if installed else "none"
+    return (
+        f"{caller}: release {namespace}/{name} is {status} with chart {have}; expected {chart}-{version} deployed. "
+        f"Fix: run the {caller} role; `helm history -n {namespace} {name}` shows why a revision failed."
+    )
 
 
 def absent_reasons(namespace: str, name: str, installed: Mapping[str, Any] | None, namespace_exists: bool) -> list[str]:

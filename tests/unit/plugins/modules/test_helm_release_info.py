@@ -180,3 +180,55 @@ def test_what_a_killed_run_left_sends_the_role_down_the_release_path(
     result, failed = run_module(helm_release_info, args(**extra))
     assert not failed and result["reasons"] == [r.format(tmp=tmp_path) for r in reasons], result
     assert result["up_to_date"] is not reasons
+
+
+@pytest.mark.parametrize(
+    ("name", "namespace", "caller", "words"),
+    [
+        (
+            "Bad_Name",
+            "ns",
+            "nfd",
+            ["nfd: [release-name-invalid]", "helm_release_name", "Bad_Name", "Nothing was changed"],
+        ),
+        ("r" * 54, "ns", "kueue", ["kueue:", "longer than 53 characters"]),
+        ("r", "Not-A-Label", "monitoring", ["monitoring: [name-invalid]", "helm_release_namespace", "Not-A-Label"]),
+        ("r", "ns", "", ["is internal", "use the nfd, gpu_operator"]),
+    ],
+)
+def test_the_caller_names_are_judged_before_anything_is_read(
+    run_module, commands, helm, name, namespace, caller, words
+):
+    result, failed = run_module(helm_release_info, args(name=name, namespace=namespace, caller=caller))
+    assert failed, result
+    assert all(w in result["msg"] for w in words), result["msg"]
+    assert commands.calls == []  # helm never ran
+
+
+def test_good_names_with_a_caller_read_the_release(run_module, helm):
+    result, failed = run_module(helm_release_info, args(caller="nfd", values={"replicas": 1}))
+    assert not failed and result["up_to_date"] is True, result
+
+
+@pytest.mark.parametrize(
+    ("meta", "words"),
+    [
+        (
+            {"status": "failed"},
+            ["nfd: release ns/r is failed with chart c-1.0.0; expected c-1.0.0 deployed", "helm history -n ns r"],
+        ),
+        ({"version": "0.9.0"}, ["is deployed with chart c-0.9.0; expected c-1.0.0 deployed"]),
+        (None, ["release ns/r is not installed with chart none; expected c-1.0.0 deployed"]),
+    ],
+)
+def test_require_deployed_fails_naming_the_release_and_its_state(run_module, helm, meta, words):
+    helm["meta"] = None if meta is None else {**META, **meta}
+    result, failed = run_module(helm_release_info, args(caller="nfd", require_deployed=True))
+    assert failed, result
+    assert all(w in result["msg"] for w in words), result["msg"]
+
+
+def test_require_deployed_passes_a_deployed_release_whatever_its_values(run_module, helm):
+    helm["values"] = {"replicas": 5}
+    result, failed = run_module(helm_release_info, args(caller="nfd", require_deployed=True, values={"replicas": 1}))
+    assert not failed and result["reasons"] == ["values differ at replicas"], result
