@@ -5,8 +5,9 @@
 """Action plugin of gpuops.platform.k8s_apply: kubernetes.core.k8s (its own action plugin, so kubeconfig, src and
 template behave as there), except in check mode for the objects whose namespace does not exist yet - a namespace the
 run creates earlier is only planned in check mode, and the API server cannot dry-run an object in it (``namespaces
-"x" not found``). Those are reported as would-create (changed, with their diff); the others are dry-run as usual.
-The split is ``_owned.split_on_missing_namespaces``."""
+"x" not found``) - or whose kind is not served yet (its CRD comes with a release the run installs earlier). Those are
+reported as would-create (changed, with their diff); the others are dry-run as usual. The splits are
+``_owned.split_on_missing_kinds`` and ``_owned.split_on_missing_namespaces``."""
 
 from __future__ import annotations
 
@@ -98,24 +99,44 @@ class ActionModule(ActionBase):
             result.update(self._run_k8s(K8S, args, task_vars))
             return result
         default_ns = args.get("namespace")
+        auth = {k: args[k] for k in AUTH if k in args}
+        # kinds first: an object whose CRD a release of this run installs first cannot be dry-run (no such kind)
+        missing = []
+        for api_version, kind in _owned.custom_kinds(objs):
+            first = next(o for o in objs if (o.get("apiVersion"), o.get("kind")) == (api_version, kind))
+            query = {
+                **auth,
+                "api_version": api_version,
+                "kind": kind,
+                "name": (first.get("metadata") or {}).get("name"),
+            }
+            read = self._run_k8s("kubernetes.core.k8s_info", query, task_vars)  # one object: is its kind served?
+            if read.get("failed"):  # the API server could not be asked (its invocation says so): that failure
+                result.update(read)
+                return result
+            if read.get("api_found") is False:
+                missing.append((api_version, kind))
+        objs, no_kind = _owned.split_on_missing_kinds(objs, missing)
         wanted = {(o.get("metadata") or {}).get("namespace") or default_ns for o in objs} - {None, ""}
-        if not wanted:
-            result.update(self._run_k8s(K8S, args, task_vars))
-            return result
-        read = self._run_k8s(
-            "kubernetes.core.k8s_info",
-            {**{k: args[k] for k in AUTH if k in args}, "kind": "Namespace", "api_version": "v1"},
-            task_vars,
-        )
-        if read.get("failed"):  # the namespaces could not be read (its invocation says so): that failure
-            result.update(read)
-            return result
-        live = [r["metadata"]["name"] for r in read.get("resources") or []]
-        apply, planned = _owned.split_on_missing_namespaces(objs, live, default_ns)
+        live: list[str] | None = None
+        if wanted:
+            read = self._run_k8s(
+                "kubernetes.core.k8s_info", {**auth, "kind": "Namespace", "api_version": "v1"}, task_vars
+            )
+            if read.get("failed"):  # the namespaces could not be read (its invocation says so): that failure
+                result.update(read)
+                return result
+            live = [r["metadata"]["name"] for r in read.get("resources") or []]
+        apply, no_ns = _owned.split_on_missing_namespaces(objs, live, default_ns) if live is not None else (objs, [])
         applied = self._run_k8s(K8S, {**args, "definition": apply}, task_vars) if apply else None
         if applied is not None and applied.get("failed"):
             result.update(applied)
             return result
         diff = bool(self._task.diff if self._task.diff is not None else self._play_context.diff)
-        result.update(merge_results(applied, [_owned.planned_creation(p, default_ns) for p in planned], diff))
+        planned = [_owned.planned_creation(p, default_ns) for p in no_ns]
+        planned += [_owned.planned_creation(p, default_ns, missing="kind") for p in no_kind]
+        if applied is None and not planned:  # nothing to apply, nothing planned (an empty definition)
+            result.update(self._run_k8s(K8S, args, task_vars))
+            return result
+        result.update(merge_results(applied, planned, diff))
         return result

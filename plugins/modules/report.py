@@ -23,8 +23,38 @@ options:
   text:
     description:
       - The report. Trailing whitespace of each line is dropped; an empty text prints nothing.
+      - One of O(text) and O(remediation) is required.
     type: str
-    required: true
+  remediation:
+    description:
+      - The end of C(playbooks/remediate.yml), rendered in Python in place of O(text) - the mode, one line per step
+        that ran (each step's own C(msg)), the drain plan as a table, and the repair ladder's step.
+    type: dict
+    suboptions:
+      mode:
+        description: The remediation mode.
+        type: str
+        required: true
+        choices: [dry_run, act]
+      node:
+        description: The node the event is about.
+        type: str
+        required: true
+      steps:
+        description:
+          - The results of the steps in their order (quarantine, drain, GPU reset, break-fix, return); a step that did
+            not run - an empty result or one without C(msg) - is left out.
+        type: list
+        elements: raw
+        default: []
+      drain_plan:
+        description: The drain's plan, one row per pod (C(pod), C(decision), C(why)).
+        type: list
+        elements: dict
+        default: []
+      repair:
+        description: The repair ladder's step (C(step), C(why), C(skipped) - pairs of a step passed over and why).
+        type: dict
   title:
     description: A line printed above the report.
     type: str

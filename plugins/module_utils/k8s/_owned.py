@@ -219,21 +219,83 @@ def split_on_missing_namespaces(
     return apply, planned
 
 
-def planned_creation(obj: Mapping[str, Any], default_namespace: str | None = None) -> dict[str, Any]:
-    """The check-mode result of an object whose namespace a real run creates first: changed, method ``create``, the
-    object as it would be sent, and its diff (nothing before)."""
+# The API groups a Kubernetes API server serves itself (no CRD): an object of these is never planned for a missing kind
+BUILTIN_GROUPS = frozenset(
+    {
+        "",
+        "apps",
+        "batch",
+        "policy",
+        "autoscaling",
+        "admissionregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "apiregistration.k8s.io",
+        "certificates.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+        "networking.k8s.io",
+        "node.k8s.io",
+        "rbac.authorization.k8s.io",
+        "resource.k8s.io",
+        "scheduling.k8s.io",
+        "storage.k8s.io",
+        "storagemigration.k8s.io",
+    }
+)
+
+
+def custom_kinds(definitions: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The (apiVersion, kind) pairs of ``definitions`` that a CRD serves (not a built-in group), in first-seen order:
+    those a check-mode apply asks the API server about."""
+    out: list[tuple[str, str]] = []
+    for obj in definitions:
+        api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+        group = api_version.rpartition("/")[0]
+        if group not in BUILTIN_GROUPS and (api_version, kind) not in out:
+            out.append((api_version, kind))
+    return out
+
+
+def split_on_missing_kinds(
+    definitions: Iterable[Mapping[str, Any]], missing: Iterable[tuple[str, str]]
+) -> tuple[list[Obj], list[Obj]]:
+    """(objects to apply, objects to report as would-create) for a check-mode apply: an object whose kind the API
+    server does not serve yet (its CRD comes with a release the run installs first, only planned in check mode)
+    cannot be dry-run; a real run creates it after its CRD."""
+    gone = set(missing)
+    apply: list[Obj] = []
+    planned: list[Obj] = []
+    for obj in definitions:
+        key = (str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+        (planned if key in gone else apply).append(plain(dict(obj)))
+    return apply, planned
+
+
+def planned_creation(
+    obj: Mapping[str, Any], default_namespace: str | None = None, missing: str = "namespace"
+) -> dict[str, Any]:
+    """The check-mode result of an object whose namespace (``missing="namespace"``) or kind (``"kind"``: its CRD) a
+    real run creates first: changed, method ``create``, the object as it would be sent, and its diff (nothing
+    before)."""
     after = plain(dict(obj))
     meta = after.setdefault("metadata", {})
     if default_namespace and not meta.get("namespace"):
         meta["namespace"] = default_namespace
-    where = f"{meta.get('namespace')}/{meta.get('name')}"
+    where = f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+    why = (
+        f"the API server does not serve {after.get('apiVersion')} {after.get('kind')} yet (check mode; a real run "
+        "installs its CRD first)"
+        if missing == "kind"
+        else "its namespace does not exist yet (check mode; a real run creates the namespace first)"
+    )
     return {
         "changed": True,
         "method": "create",
         "result": after,
         "diff": {"before": {}, "after": after},
-        "msg": f"would create {after.get('kind')} {where}: its namespace does not exist yet (check mode; a real run "
-        "creates the namespace first)",
+        "msg": f"would create {after.get('kind')} {where}: {why}",
     }
 
 

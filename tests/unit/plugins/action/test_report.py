@@ -65,3 +65,36 @@ def test_bad_input_is_refused(tmp_path):
     r = _play(tmp_path, {"txt": TABLE})
     assert r.returncode != 0
     assert "text" in r.stdout + r.stderr
+
+
+def test_the_remediation_report_through_the_action(tmp_path):
+    remediation = {
+        "mode": "dry_run",
+        "node": "gpu-1",
+        "steps": [{"msg": "would cordon gpu-1"}, {"skipped": True}, {}],
+        "drain_plan": [{"pod": "train-0", "decision": "evict", "why": "owned by a Job"}],
+    }
+    r = _play(tmp_path, {"remediation": remediation})
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout.splitlines()
+    start = out.index("gpuops remediation (dry_run: nothing was changed but Events)")
+    assert out[start + 1 : start + 5] == [
+        "- would cordon gpu-1",
+        "drain plan of gpu-1:",
+        "POD      DECISION  WHY",
+        "train-0  evict     owned by a Job",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ({"text": "x", "remediation": {"mode": "act", "node": "n"}}, ["mutually exclusive", "text", "remediation"]),
+        ({"remediation": {"mode": "fix", "node": "n"}}, ["mode", "dry_run", "act"]),
+        ({"title": "t"}, ["one of the following is required", "text", "remediation"]),
+    ],
+)
+def test_bad_remediation_input_is_refused(tmp_path, args, words):
+    r = _play(tmp_path, args)
+    assert r.returncode != 0
+    assert all(w in r.stdout + r.stderr for w in words), r.stdout + r.stderr

@@ -112,3 +112,48 @@ def test_the_filter_gives_the_object_to_apply_that_releases_the_labels():
     assert labels_set_by([partial, theirs], GUARDS, [DRIVER]) == [
         {"name": "n", "labels": [DRIVER], "release": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}}
     ]
+
+
+def _obj(api_version, kind, name="x"):
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
+
+
+def test_custom_kinds_are_those_no_builtin_group_serves_in_first_seen_order():
+    objs = [
+        _obj("v1", "ConfigMap"),
+        _obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor"),
+        _obj("apps/v1", "Deployment"),
+        _obj("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
+        _obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "y"),
+        _obj("networking.k8s.io/v1", "NetworkPolicy"),
+        _obj("rbac.authorization.k8s.io/v1", "Role"),
+        _obj("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ]
+    assert _owned.custom_kinds(objs) == [
+        ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"),
+        ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
+        ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ]
+
+
+def test_split_on_missing_kinds_plans_the_objects_whose_kind_is_not_served():
+    objs = [
+        _obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a"),
+        _obj("v1", "Namespace", "t"),
+        _obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", "q"),
+    ]
+    apply, planned = _owned.split_on_missing_kinds(objs, [("kueue.x-k8s.io/v1beta2", "ClusterQueue")])
+    assert [o["metadata"]["name"] for o in apply] == ["a", "t"]
+    assert [o["metadata"]["name"] for o in planned] == ["q"]
+    assert _owned.split_on_missing_kinds(objs, []) == (objs, [])
+
+
+def test_a_planned_creation_of_a_missing_kind_says_why():
+    got = _owned.planned_creation(_obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", "team-a"), missing="kind")
+    assert got["changed"] is True and got["method"] == "create"
+    assert got["msg"].startswith(
+        "would create ClusterQueue team-a: the API server does not serve kueue.x-k8s.io/v1beta2"
+    )
+    assert "installs its CRD first" in got["msg"]
+    ns = _owned.planned_creation({**_obj("kueue.x-k8s.io/v1beta2", "LocalQueue", "lq")}, "team-a", missing="kind")
+    assert ns["result"]["metadata"]["namespace"] == "team-a" and "LocalQueue team-a/lq" in ns["msg"]
