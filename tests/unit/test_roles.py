@@ -20,6 +20,7 @@ if not _link.exists():
     _link.parent.mkdir(parents=True, exist_ok=True)
     _link.symlink_to(REPO)
 
+from ansible_collections.gpuops.platform.plugins.filter import planned_roles  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.inputs import (  # noqa: E402
     _inputs,
     _inputs_roles,
@@ -199,8 +200,13 @@ def _roles_with_inputs() -> list[str]:
 @pytest.mark.parametrize("role", _roles_with_inputs())
 def test_role_inputs_are_in_the_run_preflight_and_checked_by_the_python_rules(role):
     preflight = _tasks(REPO / "roles/gpuops/tasks/preflight.yml")
-    included = [t["ansible.builtin.include_role"] for t in preflight if "ansible.builtin.include_role" in t]
-    assert {"name": f"gpuops.platform.{role}", "tasks_from": "inputs"} in included
+    # one looped include of every enabled role's inputs; with every switch on, the loop (planned_roles) holds the role
+    (looped,) = [t for t in preflight if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "inputs"]
+    assert looped["ansible.builtin.include_role"]["name"] == "gpuops.platform.{{ item }}"
+    assert "gpuops.platform.planned_roles(enabled=" in looped["loop"] and looped["loop"].startswith("{{ ['all'] |")
+    every_switch_on = {f"gpuops_{r}_managed": True for r in planned_roles.ROLES}
+    every_switch_on["gpuops_batch_schedulers"] = list(planned_roles.BATCH)
+    assert role in planned_roles.planned_roles(["all"], enabled=every_switch_on)
     inputs = _tasks(REPO / "roles" / role / "tasks/inputs.yml")
     # role_inputs tasks; a role may add its own rules' findings (network_operator: _network through a filter)
     checks = [t["gpuops.platform.role_inputs"] for t in inputs if "gpuops.platform.role_inputs" in t]
