@@ -39,6 +39,10 @@ AUTH = (
 )
 
 
+# the connection options gpuops.platform.cluster_objects_info takes (_k8s.AUTH_ARG_SPEC)
+READER_AUTH = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert", "client_key")
+
+
 def definitions_of(definition: Any) -> list[dict[str, Any]] | None:
     """The objects of a task's ``definition`` (a dict, a list, or YAML text of one or more documents); None when
     there is none (the task names its object by kind and name, or uses src or template)."""
@@ -90,6 +94,29 @@ class ActionModule(ActionBase):
         )
         return action.run(task_vars=task_vars)
 
+    def _missing_kinds(
+        self, objs: list[dict[str, Any]], auth: dict[str, Any], task_vars: dict[str, Any]
+    ) -> list[tuple[str, str]] | dict[str, Any]:
+        """The (apiVersion, kind) pairs of ``objs`` the API server does not serve, from one cluster_objects_info run
+        (one read of one object per custom kind, by name); the failed result when the server could not be asked."""
+        kinds = _owned.custom_kinds(objs)
+        if not kinds:
+            return []
+        queries = []
+        for api_version, kind in kinds:
+            first = next(o for o in objs if (o.get("apiVersion"), o.get("kind")) == (api_version, kind))
+            name = (first.get("metadata") or {}).get("name")
+            queries.append({"api_version": api_version, "kind": kind, "name": name, "metadata_only": True})
+        supported = {k: v for k, v in auth.items() if k in READER_AUTH}
+        read = self._execute_module(
+            module_name="gpuops.platform.cluster_objects_info",
+            module_args={**supported, "queries": queries},
+            task_vars=task_vars,
+        )
+        if read.get("failed"):
+            return read
+        return [kinds[i] for i, r in enumerate(read.get("results") or []) if r.get("api_found") is False]
+
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
@@ -100,22 +127,13 @@ class ActionModule(ActionBase):
             return result
         default_ns = args.get("namespace")
         auth = {k: args[k] for k in AUTH if k in args}
-        # kinds first: an object whose CRD a release of this run installs first cannot be dry-run (no such kind)
-        missing = []
-        for api_version, kind in _owned.custom_kinds(objs):
-            first = next(o for o in objs if (o.get("apiVersion"), o.get("kind")) == (api_version, kind))
-            query = {
-                **auth,
-                "api_version": api_version,
-                "kind": kind,
-                "name": (first.get("metadata") or {}).get("name"),
-            }
-            read = self._run_k8s("kubernetes.core.k8s_info", query, task_vars)  # one object: is its kind served?
-            if read.get("failed"):  # the API server could not be asked (its invocation says so): that failure
-                result.update(read)
-                return result
-            if read.get("api_found") is False:
-                missing.append((api_version, kind))
+        # kinds first: an object whose CRD a release of this run installs first cannot be dry-run (no such kind). Asked
+        # of the API server's discovery itself (cluster_objects_info): kubernetes.core's client trusts a discovery
+        # cache kept per server URL, which still lists the kinds of a cluster recreated at the same address.
+        missing = self._missing_kinds(objs, auth, task_vars)
+        if isinstance(missing, dict):  # the API server could not be asked (its invocation says so): that failure
+            result.update(missing)
+            return result
         objs, no_kind = _owned.split_on_missing_kinds(objs, missing)
         wanted = {(o.get("metadata") or {}).get("namespace") or default_ns for o in objs} - {None, ""}
         live: list[str] | None = None

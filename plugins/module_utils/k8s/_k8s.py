@@ -296,11 +296,13 @@ def new_reader(params: Mapping[str, Any]) -> Reader:
     return Reader(new_api_client(params))
 
 
-# The Accept header of a metadata-only read (the API server answers PartialObjectMetadata[List], meta.k8s.io/v1).
+# The Accept header of a metadata-only read (the API server answers PartialObjectMetadata[List], meta.k8s.io/v1): a
+# list's, and one object's (asked for as a list, the API server answers a named GET with 500 "content is not a list").
 METADATA_ACCEPT = (
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 )
+METADATA_ACCEPT_ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 _UNREACHABLE = "(check host, kubeconfig and that the API server is reachable)"
 
@@ -377,10 +379,12 @@ class Reader:
         """Any GET under the API server as parsed JSON (for example a service proxy path); errors name ``what``."""
         return self._get(what, path, verb=verb)
 
-    def get_optional(self, what: str, path: str, metadata_only: bool = False) -> Any:
+    def get_optional(self, what: str, path: str, metadata_only: bool = False, one: bool = False) -> Any:
         """A GET as parsed JSON, or None when the server answers 404 (the object or the kind does not exist).
-        ``metadata_only``: the objects' metadata only (PartialObjectMetadata, as ``kubectl get -o name`` asks)."""
-        return self._get(what, path, missing_ok=True, verb="read", accept=METADATA_ACCEPT if metadata_only else None)
+        ``metadata_only``: the objects' metadata only (PartialObjectMetadata, as ``kubectl get -o name`` asks);
+        ``one``: the path names one object, not a list."""
+        accept = (METADATA_ACCEPT_ONE if one else METADATA_ACCEPT) if metadata_only else None
+        return self._get(what, path, missing_ok=True, verb="read", accept=accept)
 
     def _items(self, what: str, path: str, missing_ok: bool = False) -> Any:
         got = self._get(what, path, missing_ok)

@@ -120,6 +120,7 @@ def read(reader: Any, queries: Sequence[Mapping[str, Any]]) -> list[dict[str, An
                 query.get("field_selectors") or (),
             ),
             metadata_only=bool(query.get("metadata_only")),
+            one=bool(query.get("name")),
         )
         if got is None:
             continue

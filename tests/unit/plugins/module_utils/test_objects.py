@@ -131,6 +131,27 @@ def test_metadata_only_asks_for_partial_object_metadata():
     assert reader.accepts[crds] == _k8s.METADATA_ACCEPT and reader.accepts["/apis/apiextensions.k8s.io/v1"] is None
 
 
+def test_a_named_metadata_only_read_asks_for_one_partial_object():
+    """Asked for a PartialObjectMetadataList first, the API server answers a named GET with 500 "content is not a
+    list" (seen on kube-apiserver v1.34 for a cluster-scoped custom resource)."""
+    crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/a.b.io"
+    one = {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": {"name": "a.b.io"}}
+    reader = FakeReader(
+        {
+            "/apis/apiextensions.k8s.io/v1": {
+                "resources": [{"name": "customresourcedefinitions", "kind": "CustomResourceDefinition"}]
+            },
+            crd: one,
+        }
+    )
+    got = _objects.read(
+        reader,
+        [q(kind="CustomResourceDefinition", api_version="apiextensions.k8s.io/v1", name="a.b.io", metadata_only=True)],
+    )
+    assert got[0]["resources"] == [one]
+    assert reader.accepts[crd] == _k8s.METADATA_ACCEPT_ONE and "PartialObjectMetadataList" not in reader.accepts[crd]
+
+
 def test_an_error_names_the_read_and_the_grant():
     reader = FakeReader({"/api/v1": CORE, "/api/v1/namespaces/m/configmaps?labelSelector=a": 403})
     with pytest.raises(_k8s.ClusterAccessError) as err:
