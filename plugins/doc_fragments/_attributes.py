@@ -24,19 +24,25 @@ attributes:
       - This assumes that the system controlled/queried by the module has not changed in a relevant way.
 """
 
-    # For modules that only read state.
+    # For modules that only read state; used alone (it carries the descriptions too, as FULL_SUPPORT does).
     INFO_MODULE = r"""
 options: {}
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying target.
     support: full
     details:
       - This action does not modify state.
   diff_mode:
+    description:
+      - Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: N/A
     details:
       - This action does not modify state.
   idempotent:
+    description:
+      - When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
+      - This assumes that the system controlled/queried by the module has not changed in a relevant way.
     support: full
     details:
       - This action does not modify state.

@@ -21,11 +21,9 @@ description:
     resources; a named object that does not exist gives no resources. Any other error of the API server fails the
     module naming the read and the HTTP status (for C(403), the RBAC grant to add).
   - Read-only.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._k8s_auth
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   queries:

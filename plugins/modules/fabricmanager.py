@@ -9,8 +9,7 @@ DOCUMENTATION = r"""
 module: fabricmanager
 short_description: NVIDIA Fabric Manager at the driver's exact version on NVSwitch hosts
 version_added: 0.1.0
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 description:
   - On hosts with NVSwitches (PCI vendor 0x10de, class 0x0680), ensures the nvidia-fabricmanager package whose version
     equals the NVIDIA driver's version, and the C(nvidia-fabricmanager) service enabled and running. A mismatched

@@ -23,11 +23,9 @@ description:
   - A custom resource definition that is not installed is reported in the result (RV(summary.cluster_policy) is
     V(not installed)), not as an error.
   - With O(network), the network fabric too (RV(network)) - four more list requests, whatever the number of nodes.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._k8s_auth
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   operator_namespace:

@@ -20,10 +20,8 @@ description:
   - The PCIe bridges and switch ports listed are those on the path from each accelerator and RDMA NIC up to its
     root port, with the ACS extended capability read from their config space. Reading extended config space
     needs root (C(become=true)); without it C(config_readable) is V(false) and C(acs) is V(null).
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
   - gpuops.platform._attributes.facts
 options: {}

@@ -30,10 +30,8 @@ description:
     at most a warning) and never fails the module. In O(stage=validate) only the concerns host_prep manages are
     checked, and the state they ask for must hold.
   - Fails when a finding that is not planned is at or above O(fail_on), with all findings in the result.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
   - gpuops.platform._attributes.facts
 options:

@@ -21,8 +21,7 @@ description:
     pods would be scheduled back on it, and the module refuses before evicting anything.
   - With O(mode=dry_run) (the default) nothing is evicted; the plan is returned (RV(plan)) and recorded as an Event
     (C(GpuopsRemediationPlanned)) on the node. A drain that evicted pods records C(GpuopsDrained).
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._k8s_auth
   - gpuops.platform._attributes.full_support

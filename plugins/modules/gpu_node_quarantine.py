@@ -32,8 +32,7 @@ description:
   - O(state=break_fix) marks the node C(break-fix) (cordoned, annotated with the hand-off time) for people to
     repair. O(state=returned) takes gpuops' marks off again - label, annotations, gpuops' taint - and uncordons the
     node when gpuops cordoned it.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._k8s_auth
   - gpuops.platform._attributes.full_support

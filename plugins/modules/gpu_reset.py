@@ -16,8 +16,7 @@ description:
   - A GPU still in use is not reset; the result says which processes hold it (RV(idle) false, RV(reset) false) and
     the task does not fail, so the ladder can take its next step. A GPU that is not listed or whose identity does
     not match fails the task, naming both.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._attributes.full_support
 attributes:

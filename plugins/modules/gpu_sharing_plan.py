@@ -29,11 +29,9 @@ description:
   - Returns the fields the C(gpu_operator) role takes from the sharing layer (RV(gpu_operator)); with O(inventory),
     a warning names each one the inventory sets to another value.
   - Fails when a finding is an error, naming each with its evidence and fix; warns for the others.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._k8s_auth
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   state:

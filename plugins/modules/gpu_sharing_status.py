@@ -24,11 +24,9 @@ description:
     both may advertise the GPUs (C(sharing-dra-and-device-plugin)), a missing DRA DeviceClass, a node in two pools
     and a pool that matches no node.
   - Read-only; in check mode the cluster is looked at once, without waiting.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._k8s_auth
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   pools:

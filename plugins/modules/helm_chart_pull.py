@@ -22,10 +22,8 @@ description:
     missing, the versions the registry has are listed from its tag list (OCI distribution API, anonymous token
     when the registry asks for one) when that answers within the timeout.
   - Credentials are helm's own (C(helm registry login) on the host running the module); the module takes none.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   repo_url:

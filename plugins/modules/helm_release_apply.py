@@ -32,8 +32,7 @@ description:
     last deployed revision (C(helm rollback --wait)) or uninstalled when no revision was ever deployed, and then
     installed or upgraded; the module reports C(changed) and a warning saying what it recovered. Without such a
     Lease, a pending release fails naming its revision and the command that undoes it.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._attributes.full_support
 attributes:

@@ -19,10 +19,8 @@ description:
     the release namespace must carry those labels too.
   - With O(state=absent) it says whether the release is already gone (not installed and, with O(namespace_gone),
     its namespace deleted too), so that a removed release costs one task on every later run.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   caller:

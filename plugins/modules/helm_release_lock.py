@@ -24,8 +24,7 @@ description:
   - Once the Lease is taken, the directories named O(temp_prefix)* in the temporary directory (the chart copies of
     this release's earlier runs that died before their cleanup) are removed.
   - With O(state=released), the Lease is deleted when this run holds it.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._k8s_auth
   - gpuops.platform._attributes.full_support

@@ -16,10 +16,8 @@ description:
   - One message format for every role, written once in Python (the collection's private module_utils
     C(common._judge)), where the roles had an assert with a Jinja loop each.
   - Runs on the controller only (an action plugin); nothing runs on the target host; changes nothing.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   role:

@@ -19,8 +19,7 @@ description:
     mode when an object names a namespace; none otherwise.
   - The roles apply the objects they own with it (the ConfigMaps, custom resources and queues that live in a
     namespace the run may create).
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._attributes
 attributes:

@@ -9,8 +9,7 @@ DOCUMENTATION = r"""
 module: nouveau_blacklist
 short_description: Keep the nouveau driver off NVIDIA GPUs
 version_added: 0.1.0
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 description:
   - Manages C(/etc/modprobe.d/blacklist-nouveau.conf) (the file name NVIDIA's installation guides use) with
     C(blacklist nouveau) and C(options nouveau modeset=0).

@@ -9,8 +9,7 @@ DOCUMENTATION = r"""
 module: pcie_acs
 short_description: Disable or enable PCIe Access Control Services on GPU and RDMA NIC paths
 version_added: 0.1.0
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 description:
   - GPUDirect peer-to-peer and GPUDirect RDMA need ACS redirection off on the PCIe bridges and switch ports between
     GPUs and NICs; otherwise P2P traffic goes up to the root complex (and through the IOMMU).

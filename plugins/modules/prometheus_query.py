@@ -17,11 +17,9 @@ description:
   - With O(unreachable=report), a Prometheus that cannot be reached is reported (RV(reachable) false, RV(error))
     instead of failing - for diagnosis that adds metrics when it can. A query Prometheus refuses always fails,
     naming the query and Prometheus's error.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._k8s_auth
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   queries:

@@ -14,10 +14,8 @@ description:
     its columns, where M(ansible.builtin.debug) prints a YAML list of strings that the callback wraps and quotes.
   - Runs on the controller only (an action plugin); nothing runs on the target host.
   - Used by C(playbooks/diagnose.yml) for the readiness table and the findings.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   text:

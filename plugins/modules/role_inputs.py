@@ -31,10 +31,8 @@ description:
     value whose key names a credential).
   - The value of a variable that O(options) marks C(no_log) is never shown; its findings say its kind, and the module
     masks it in everything it returns.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   role:

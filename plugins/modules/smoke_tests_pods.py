@@ -17,11 +17,9 @@ description:
     error - the pods still waiting are then judged failures by the role, with their reason.
   - The waiting reads the cluster after 1, 2, 4... seconds, at most every O(wait.sleep) seconds; in check mode it
     looks once.
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.platform._k8s_auth
-  - gpuops.platform._attributes
   - gpuops.platform._attributes.info_module
 options:
   namespace:

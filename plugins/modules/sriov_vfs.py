@@ -9,8 +9,7 @@ DOCUMENTATION = r"""
 module: sriov_vfs
 short_description: Set the number of SR-IOV virtual functions of a NIC
 version_added: 0.1.0
-author:
-  - gpuops.platform contributors (@gpuops)
+author: gpuops.platform contributors (@gpuops)
 description:
   - Writes C(/sys/bus/pci/devices/<pf>/sriov_numvfs). A count above the PF's C(sriov_totalvfs) (the firmware limit)
     fails with the limit and how to raise it, and nothing is changed.
