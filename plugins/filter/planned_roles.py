@@ -16,7 +16,7 @@ description:
     among the skipped tags removes it.
   - The run's preflight checks the charts and the cluster-reading rules of these roles only, so C(--tags hosts) needs
     neither the chart repository nor the API server.
-  - With O(enabled) (the collection-wide C(gpuops_*) switches), only the roles those switches turn on: the run's
+  - With O(enabled) (the collection-wide C(gpuops_*) switches), only the roles those switches turn on. The run's
     preflight checks the inputs of every enabled role (C(['all'])) and plans the enabled roles its tags select.
 positional: skip_tags
 options:

@@ -27,13 +27,13 @@ options:
     description:
       - The role that calls the internal C(gpuops.platform.helm_release) role. With it, the module first checks
         O(name) as a Helm release name (53 characters at most) and O(namespace) as a DNS-1123 label, and fails
-        naming the role, the variable, the value and the fix before it reads anything. Empty is refused: the
+        naming the role, the variable, the value and the fix before it reads anything. Empty is refused, as the
         internal role is used only by the operator roles.
     type: str
   require_deployed:
     description:
       - Fail unless the release is installed, its last revision is C(deployed) and it runs O(chart_name) at
-        O(chart_version) (the values are not compared): the read-only check a role's validation ends with. The
+        O(chart_version) (the values are not compared), the read-only check a role's validation ends with. The
         message names the release, its status and chart, and C(helm history) for why a revision failed.
     type: bool
     default: false
