@@ -48,7 +48,7 @@ def test_documentation_parses_as_yaml(path):
 def test_the_check_finds_a_colon_in_a_plain_scalar(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(
-        'DOCUMENTATION = r"""\ndescription:\n  - The module checks the name\n    first. Empty is refused: the role.\n"""\n'
+        'DOCUMENTATION = r"""\ndescription:\n  - The module checks the name\n    first. Empty is refused: the X.\n"""\n'
     )
     ((name, text),) = doc_strings(bad)
     with pytest.raises(yaml.YAMLError):
