@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s, _owned
 
 K8S = "kubernetes.core.k8s"
 # the connection options a namespace read takes from the task (kubernetes.core's k8s_auth_options)
@@ -39,8 +39,8 @@ AUTH = (
 )
 
 
-# the connection options gpuops.platform.cluster_objects_info takes (_k8s.AUTH_ARG_SPEC)
-READER_AUTH = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert", "client_key")
+# the connection options gpuops.platform.cluster_objects_info takes
+READER_AUTH = tuple(_k8s.AUTH_ARG_SPEC)
 
 
 def definitions_of(definition: Any) -> list[dict[str, Any]] | None:
@@ -153,8 +153,5 @@ class ActionModule(ActionBase):
         diff = bool(self._task.diff if self._task.diff is not None else self._play_context.diff)
         planned = [_owned.planned_creation(p, default_ns) for p in no_ns]
         planned += [_owned.planned_creation(p, default_ns, missing="kind") for p in no_kind]
-        if applied is None and not planned:  # nothing to apply, nothing planned (an empty definition)
-            result.update(self._run_k8s(K8S, args, task_vars))
-            return result
         result.update(merge_results(applied, planned, diff))
         return result

@@ -60,6 +60,7 @@ from collections.abc import Iterable, Mapping, Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible.module_utils.parsing.convert_bool import boolean  # noqa: E402
 
 # the cluster roles in site.yml's order, and the layer tags of the plays that run them (playbooks/site.yml,
 # operators.yml)
@@ -98,12 +99,11 @@ def _selected(tags: Iterable[str]) -> set[str]:
 
 
 BATCH = ("kueue", "volcano", "kai_scheduler")
-_TRUE = ("true", "yes", "on", "1", "y", "t")
 
 
 def _switch(value: Any) -> bool:
     """A gpuops_*_managed switch as Ansible's bool filter reads it."""
-    return value is True or (isinstance(value, (int, float)) and value == 1) or str(value).strip().lower() in _TRUE
+    return boolean(value, strict=False)
 
 
 def enabled_roles(switches: Mapping[str, Any]) -> set[str]:
