@@ -152,6 +152,13 @@ release:
   returned: always
   type: str
   sample: gpu-operator/gpu-operator
+verified:
+  description:
+    - C(<namespace>/<name>) when the release is deployed from the pinned chart with the asked values (O(state=present)
+      and RV(up_to_date)), otherwise empty; a later validation of the same release in the run takes it as its evidence.
+  returned: always
+  type: str
+  sample: gpu-operator/gpu-operator
 state:
   description: The state compared against (O(state)), so a later task can tell what RV(up_to_date) says.
   returned: always
@@ -283,6 +290,7 @@ def info(ctx: Any) -> dict[str, Any]:
         "status": installed.get("status") if installed else None,
         "chart": f"{installed.get('chart')}-{installed.get('version')}" if installed else None,
         "release": f"{p['namespace']}/{p['name']}",
+        "verified": f"{p['namespace']}/{p['name']}" if not reasons and p["state"] == "present" else "",
         "state": p["state"],
     }
 

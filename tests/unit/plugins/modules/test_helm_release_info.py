@@ -60,6 +60,8 @@ def test_the_plan_is_the_one_helm_release_apply_uses(
     assert not failed and result["changed"] is False, result
     assert result["reasons"] == reasons and result["up_to_date"] is (not reasons)
     assert result["release"] == "ns/r"
+    # the evidence a later validation of the release takes: only a deployed, up-to-date release is verified
+    assert result["verified"] == ("" if reasons else "ns/r")
     assert result["chart"] == (None if meta is None else f"c-{helm['meta']['version']}")
     assert all(c.startswith("helm get ") and c.endswith("--namespace ns --kubeconfig /k") for c in commands.calls)
 
@@ -135,6 +137,7 @@ def test_absent_says_whether_the_release_is_gone(
     )
     assert not failed and result["changed"] is False
     assert result["reasons"] == reasons and result["up_to_date"] is (not reasons) and result["state"] == "absent"
+    assert result["verified"] == ""  # a release gone is nothing a validation of it could take as evidence
     assert not any(c.startswith("helm get values") for c in commands.calls)
 
 
