@@ -492,3 +492,37 @@ def build(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], chec
         ],
         "findings": findings,
     }
+
+
+# The kueue role's plan in one call (action gpuops.platform.role_plan): what it reads, then everything it builds and
+# judges from that before a change.
+PLAN_QUERIES = (
+    {"key": "nodes", "kind": "Node"},
+    {
+        "key": "crds",
+        "api_version": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata_only": True,
+    },
+)
+
+
+def plan_queries(variables: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The reads of the role's plan: the nodes (their GPU products make the flavors) and the CRDs' names (an old KAI
+    Scheduler next to Kueue is an error; the queues' CRDs say whether the role's objects can be read yet)."""
+    return [dict(q) for q in PLAN_QUERIES]
+
+
+def plan(
+    variables: Mapping[str, Any], objects: Mapping[str, Sequence[Mapping[str, Any]]], planning: bool
+) -> dict[str, Any]:
+    """``build`` from the plan's reads (``objects``: the resources of each query key), with the coexistence rule, and
+    ``crds_present`` (Kueue's queue CRDs are served). With kueue_state absent nothing is judged: no findings."""
+    crd_names = [str((c.get("metadata") or {}).get("name")) for c in objects.get("crds") or []]
+    built = build(variables, list(objects.get("nodes") or []), planning)
+    if variables.get("kueue_state", "present") == "present":
+        built["findings"] = coexistence_findings(crd_names) + built["findings"]
+    else:
+        built["findings"] = []
+    built["crds_present"] = "clusterqueues.kueue.x-k8s.io" in crd_names
+    return built

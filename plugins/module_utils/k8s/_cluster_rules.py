@@ -40,3 +40,25 @@ def second_nfd(workers: Sequence[Mapping[str, Any]], namespace: str) -> list[Fin
             }
         )
     return out
+
+
+def nfd_plan_queries(variables: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The read of the nfd role's plan: NFD workers anywhere in the cluster (none with nfd_state absent)."""
+    return [
+        {
+            "key": "workers",
+            "kind": "DaemonSet",
+            "label_selectors": ["app.kubernetes.io/name=node-feature-discovery", "role=worker"],
+            "skip": variables.get("nfd_state", "present") != "present",
+        }
+    ]
+
+
+def nfd_plan(
+    variables: Mapping[str, Any], objects: Mapping[str, Sequence[Mapping[str, Any]]], planning: bool
+) -> dict[str, Any]:
+    """The nfd role's plan: never two NFDs (``second_nfd`` against the role's namespace); nothing with nfd_state
+    absent. ``planning`` changes nothing here: the rule reads only what runs now."""
+    if variables.get("nfd_state", "present") != "present":
+        return {"findings": []}
+    return {"findings": second_nfd(list(objects.get("workers") or []), str(variables.get("nfd_namespace", "")))}

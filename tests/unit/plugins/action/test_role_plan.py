@@ -1,0 +1,170 @@
+"""gpuops.platform.role_plan: a role's plan in one task - what each role reads (its queries), what its ``plan`` builds
+from the read, and the verdict on the findings (as gpuops.platform.judge gives it), as tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible_collections.gpuops.platform.plugins.action.role_plan import PLANS, plan_result
+from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue as kq
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+NODE = {
+    "metadata": {"name": "dgx-0", "labels": {"nvidia.com/gpu.product": H100}},
+    "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+}
+KUEUE = {
+    "kueue_state": "present",
+    "kueue_chart_version": "0.19.2",
+    "kueue_integrations": ["batch/job"],
+    "kueue_gpu_flavors": True,
+    "kueue_flavors": [],
+    "kueue_teams": [
+        {
+            "name": "research",
+            "namespaces": ["research"],
+            "quotas": [{"flavor": H100, "resources": {"nvidia.com/gpu": 8}}],
+        }
+    ],
+}
+
+
+def crd(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}}
+
+
+def read(**objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"objects": {key: {"resources": res, "api_found": True, "skipped": False} for key, res in objects.items()}}
+
+
+def nfd_worker(namespace: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": "nfd-worker"}}
+
+
+@pytest.mark.parametrize(
+    ("role", "variables", "want"),
+    [
+        (
+            "kueue",
+            KUEUE,
+            [
+                {"key": "nodes", "kind": "Node"},
+                {
+                    "key": "crds",
+                    "api_version": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "metadata_only": True,
+                },
+            ],
+        ),
+        (
+            "nfd",
+            {"nfd_state": "present", "nfd_namespace": "nfd"},
+            [
+                {
+                    "key": "workers",
+                    "kind": "DaemonSet",
+                    "label_selectors": ["app.kubernetes.io/name=node-feature-discovery", "role=worker"],
+                    "skip": False,
+                }
+            ],
+        ),
+        ("nfd", {"nfd_state": "absent", "nfd_namespace": "nfd"}, [{"skip": True}]),
+    ],
+)
+def test_each_role_reads_what_its_rules_need(role, variables, want):
+    got = PLANS[role][0](variables)
+    assert len(got) == len(want)
+    for query, expect in zip(got, want, strict=True):
+        assert {k: query[k] for k in expect} == expect
+
+
+@pytest.mark.parametrize(
+    ("role", "variables", "objects", "planning", "failed", "ids", "extra"),
+    [
+        # kueue: a flavor per GPU product, a queue per team; Kueue's CRDs served
+        (
+            "kueue",
+            KUEUE,
+            {"nodes": [NODE], "crds": [crd("clusterqueues.kueue.x-k8s.io")]},
+            False,
+            False,
+            [],
+            {"crds_present": True},
+        ),
+        # an old KAI Scheduler next to Kueue (its CRDs, without its own Topology CRD): an error, nothing changed
+        (
+            "kueue",
+            KUEUE,
+            {"nodes": [NODE], "crds": [crd(sorted(kq.KAI_CRDS)[0])]},
+            False,
+            True,
+            ["kueue-kai-topology-conflict"],
+            {"crds_present": False},
+        ),
+        # no GPU product label yet (the GPU Operator has not run): in the run's plan a warning, otherwise an error
+        ("kueue", KUEUE, {"nodes": [], "crds": []}, True, False, None, {}),
+        ("kueue", KUEUE, {"nodes": [], "crds": []}, False, True, None, {}),
+        # kueue_state absent: nothing is judged
+        (
+            "kueue",
+            {**KUEUE, "kueue_state": "absent"},
+            {"nodes": [], "crds": [crd(sorted(kq.KAI_CRDS)[0])]},
+            False,
+            False,
+            [],
+            {},
+        ),
+        # nfd: the role's own worker is no conflict; one elsewhere is a second NFD
+        (
+            "nfd",
+            {"nfd_state": "present", "nfd_namespace": "nfd"},
+            {"workers": [nfd_worker("nfd")]},
+            False,
+            False,
+            [],
+            {},
+        ),
+        (
+            "nfd",
+            {"nfd_state": "present", "nfd_namespace": "nfd"},
+            {"workers": [nfd_worker("nfd"), nfd_worker("gpu-operator")]},
+            False,
+            True,
+            ["nfd-second-instance"],
+            {},
+        ),
+        (
+            "nfd",
+            {"nfd_state": "absent", "nfd_namespace": "nfd"},
+            {"workers": [nfd_worker("gpu-operator")]},
+            False,
+            False,
+            [],
+            {},
+        ),
+    ],
+)
+def test_the_plan_and_its_verdict(role, variables, objects, planning, failed, ids, extra):
+    result = plan_result(role, variables, read(**objects), planning, "Nothing was changed.")
+    assert result["failed"] is failed and result["changed"] is False, result["msg"]
+    if ids is not None:
+        assert [f["id"] for f in result["findings"]] == ids
+    for key, value in extra.items():
+        assert result[key] == value
+    if failed:
+        assert result["msg"].startswith(role) and result["msg"].endswith("Nothing was changed.")
+
+
+def test_kueue_plan_builds_what_the_role_applies():
+    result = plan_result("kueue", KUEUE, read(nodes=[NODE], crds=[]), False, "")
+    assert [f["metadata"]["name"] for f in result["resource_flavors"]] == ["nvidia-h100-80gb-hbm3"]
+    assert [q["metadata"]["name"] for q in result["cluster_queues"]] == ["research"]
+    assert [q["metadata"]["namespace"] for q in result["local_queues"]] == ["research"]
+    assert result["namespaces"] == ["research"]
+
+
+def test_a_failed_read_names_the_role():
+    result = plan_result("nfd", {"nfd_state": "present"}, {"failed": True, "msg": "connection refused"}, False, "")
+    assert result["failed"] is True and result["msg"] == "nfd: the plan's cluster read failed: connection refused"
