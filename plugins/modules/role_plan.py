@@ -18,7 +18,10 @@ description:
     O(planning) set there.
   - C(kueue) reads the nodes and the CRDs' names and returns the flavors, queues, chart values and namespaces
     (C(_kueue.plan)); C(nfd) reads NFD worker DaemonSets anywhere in the cluster and refuses a second NFD
-    (C(_cluster_rules.nfd_plan)).
+    (C(_cluster_rules.nfd_plan)); C(monitoring) reads the role's namespace, the Prometheus to attach to, the
+    ClusterPolicy, the Network Operator's namespace and an attached remediation route's Alertmanager, and returns the
+    ServiceMonitors, alert rules, dashboards and chart values (C(monitoring/_plan.py)); its phase C(release), after
+    the kube-prometheus-stack release, plans again from the release's live Prometheus.
   - An action plugin; the read runs as a module on the controller. Changes nothing.
 author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
@@ -29,7 +32,17 @@ options:
     description: The role whose plan to make.
     type: str
     required: true
-    choices: [kueue, nfd]
+    choices: [kueue, monitoring, nfd]
+  phase:
+    description:
+      - C(preflight) - before the role changes anything. C(release) (C(monitoring) only) - after its release, in
+        install mode from the live Prometheus; otherwise O(previous) stands and nothing is judged again.
+    type: str
+    choices: [preflight, release]
+    default: preflight
+  previous:
+    description: The preflight's plan (its registered result), which phase C(release) keeps when there is nothing to rebuild.
+    type: dict
   variables:
     description: The role's variables (its C(<role>_*) names and values).
     type: dict
@@ -44,6 +57,10 @@ options:
     description: What the failure message ends with - what the run did not do because of it.
     type: str
     default: Nothing was changed.
+  quiet:
+    description: Do not show the findings that did not fail (they are still returned).
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -90,11 +107,20 @@ local_queues:
   type: list
   elements: dict
 chart_values:
-  description: C(kueue) - the chart values the role renders.
-  returned: role is kueue
+  description: C(kueue), C(monitoring) - the chart values the role renders.
+  returned: role is kueue or monitoring
   type: dict
 crds_present:
   description: C(kueue) - whether the API server serves Kueue's ClusterQueue CRD.
   returned: role is kueue
+  type: bool
+objects:
+  description: C(monitoring) - the ServiceMonitors, PrometheusRule and dashboard ConfigMaps to apply.
+  returned: role is monitoring
+  type: list
+  elements: dict
+rebuilt:
+  description: C(monitoring), phase C(release) - whether the plan was made again from the release's live Prometheus.
+  returned: role is monitoring and phase is release
   type: bool
 """

@@ -74,7 +74,7 @@ def nfd_worker(namespace: str) -> dict[str, Any]:
     ],
 )
 def test_each_role_reads_what_its_rules_need(role, variables, want):
-    got = PLANS[role][0](variables)
+    got = PLANS[(role, "preflight")][0](variables)
     assert len(got) == len(want)
     for query, expect in zip(got, want, strict=True):
         assert {k: query[k] for k in expect} == expect
@@ -168,3 +168,91 @@ def test_kueue_plan_builds_what_the_role_applies():
 def test_a_failed_read_names_the_role():
     result = plan_result("nfd", {"nfd_state": "present"}, {"failed": True, "msg": "connection refused"}, False, "")
     assert result["failed"] is True and result["msg"] == "nfd: the plan's cluster read failed: connection refused"
+
+
+# monitoring: the reads follow the mode and the switches; phase release rebuilds from the live Prometheus (install)
+MON = {
+    "monitoring_state": "present",
+    "monitoring_mode": "attach",
+    "monitoring_namespace": "monitoring",
+    "monitoring_prometheus_namespace": "",
+    "monitoring_nvidia": True,
+    "monitoring_nvidia_namespace": "gpu-operator",
+    "monitoring_amd": False,
+    "monitoring_amd_namespace": "kube-amd-gpu",
+    "monitoring_network": False,
+    "monitoring_network_namespace": "nvidia-network-operator",
+    "monitoring_scrape_interval": "15s",
+    "monitoring_alert_thresholds": {},
+    "monitoring_dashboards": True,
+    "monitoring_dashboard_labels": {"grafana_dashboard": "1"},
+    "monitoring_remediation_webhook_url": "",
+    "monitoring_alertmanager_namespace": "monitoring",
+}
+KPS = {
+    "apiVersion": "monitoring.coreos.com/v1",
+    "kind": "Prometheus",
+    "metadata": {"name": "kps-prometheus", "namespace": "monitoring"},
+    "spec": {
+        "serviceMonitorSelector": {"matchLabels": {"release": "kps"}},
+        "serviceMonitorNamespaceSelector": {},
+        "ruleSelector": {"matchLabels": {"release": "kps"}},
+        "ruleNamespaceSelector": {},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("variables", "skipped"),
+    [
+        # attach: the Prometheus to attach to is read; no network, no remediation route
+        (MON, {"network_namespace", "alertmanagers", "alertmanagerconfigs_crd"}),
+        # install: the chart renders the Prometheus (not read before the release)
+        (
+            {**MON, "monitoring_mode": "install"},
+            {"prometheuses", "network_namespace", "alertmanagers", "alertmanagerconfigs_crd"},
+        ),
+        # an attached remediation route reads its Alertmanager and CRD; monitoring_network its namespace
+        ({**MON, "monitoring_remediation_webhook_url": "http://rb:5050/alerts", "monitoring_network": True}, set()),
+        (
+            {**MON, "monitoring_nvidia": "false"},
+            {"cluster_policy", "network_namespace", "alertmanagers", "alertmanagerconfigs_crd"},
+        ),
+    ],
+)
+def test_monitoring_reads_what_its_mode_and_switches_need(variables, skipped):
+    queries = PLANS[("monitoring", "preflight")][0](variables)
+    assert {q["key"] for q in queries if q.get("skip")} == skipped
+    assert next(q for q in queries if q["key"] == "namespace")["name"] == "monitoring"
+
+
+def test_monitoring_plan_builds_and_judges():
+    result = plan_result("monitoring", MON, read(namespace=[], prometheuses=[KPS], cluster_policy=[]), False, "stop.")
+    assert result["failed"] is False, result["msg"]
+    assert {o["kind"] for o in result["objects"]} >= {"ServiceMonitor", "PrometheusRule"}
+    # attach without a Prometheus to attach to: an error before any change
+    result = plan_result("monitoring", MON, read(namespace=[], prometheuses=[], cluster_policy=[]), False, "stop.")
+    assert result["failed"] is True and result["msg"].startswith("monitoring") and result["msg"].endswith("stop.")
+    # monitoring_state absent: nothing judged
+    absent = {**MON, "monitoring_state": "absent"}
+    assert plan_result("monitoring", absent, read(namespace=[], prometheuses=[]), False, "")["findings"] == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "live", "rebuilt"),
+    [
+        ("install", [KPS], True),  # the release's live Prometheus: built again from its selectors
+        ("install", [], False),  # a first install in check mode: no Prometheus yet, the preflight's plan stands
+        ("attach", [KPS], False),  # attach: nothing was released, the preflight's plan stands
+    ],
+)
+def test_monitoring_release_phase(mode, live, rebuilt):
+    previous = {"objects": ["the preflight's"], "findings": [{"id": "judged-before", "severity": "error"}]}
+    variables = {**MON, "monitoring_mode": mode}
+    queries = PLANS[("monitoring", "release")][0](variables)
+    assert next(q for q in queries if q["key"] == "prometheuses")["skip"] is (mode != "install")
+    result = plan_result("monitoring", variables, read(namespace=[], prometheuses=live), False, "", "release", previous)
+    assert result["rebuilt"] is rebuilt and result["failed"] is False
+    assert (result["objects"] == ["the preflight's"]) is not rebuilt
+    if not rebuilt:
+        assert result["findings"] == []  # judged in the preflight already
