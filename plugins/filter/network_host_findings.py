@@ -17,8 +17,8 @@ description:
     DOCA driver container on a host with MLNX_OFED/DOCA-OFED; the GPU Operator's C(useHostMofed) against the driver
     container or the hosts' MOFED).
   - Returns the findings C({id, severity, object, evidence, cause, fix}); empty when nothing is wrong or when no
-    host is given (nothing to judge).
-positional: hosts, gpu_operator
+    host is given (nothing to judge). A host that could not be read (O(unreachable)) is an error.
+positional: hosts, gpu_operator, unreachable
 options:
   _input:
     description: The role's variables, keyed by their full names (C(network_operator_mode), ...).
@@ -34,6 +34,12 @@ options:
         C(use_host_mofed) (C(driver.rdma.useHostMofed)), C(driver) (V(container), V(host) or V(none)); empty or
         null when the GPU Operator is not managed.
     type: dict
+  unreachable:
+    description:
+      - The hosts of the group that could not be read; each is an error finding (C(network-host-unreachable)) and
+        nothing else is judged (their NICs and MOFED are unknown).
+    type: list
+    elements: str
 """
 
 EXAMPLES = r"""
@@ -63,11 +69,16 @@ from ansible_collections.gpuops.platform.plugins.module_utils.network import (  
 )
 
 
-def network_host_findings(variables: Any, hosts: Any, gpu_operator: Any = None) -> list[dict[str, Any]]:
+def network_host_findings(
+    variables: Any, hosts: Any, gpu_operator: Any = None, unreachable: Any = None
+) -> list[dict[str, Any]]:
     if not isinstance(variables, Mapping) or not isinstance(hosts, Mapping):
         raise AnsibleFilterError(
             "network_host_findings expects the network_operator_* variables and the hosts' gpuops_host facts as dicts"
         )
+    if unreachable:
+        group = str(variables.get("network_operator_host_group") or "")
+        return _network_hosts.unreachable_findings([str(h) for h in unreachable], group)
     if not hosts:
         return []
     cfg = _network.config(_network.from_variables(variables))

@@ -37,10 +37,11 @@ options:
     type: dict
     suboptions:
       nodes:
-        description: The cluster's Node objects.
+        description:
+          - The cluster's Node objects. Omitted, the module reads them itself through the API server (the connection
+            options), also when Prometheus is asked at O(url).
         type: list
         elements: dict
-        required: true
       timeout:
         description: Seconds to keep asking while a node differs; 0 asks once.
         type: int
@@ -184,7 +185,7 @@ ARGUMENT_SPEC = dict(
     gpu_health={
         "type": "dict",
         "options": {
-            "nodes": {"type": "list", "elements": "dict", "required": True},
+            "nodes": {"type": "list", "elements": "dict"},
             "timeout": {"type": "int", "default": 0},
             "interval": {"type": "int", "default": 5},
             "counters": {"type": "dict", "default": {}},
@@ -246,8 +247,12 @@ def _ask(reader: Any, p: Mapping[str, Any], queries: Mapping[str, str]) -> dict[
 
 
 def _health(reader: Any, p: Mapping[str, Any]) -> tuple[Any, Any]:
-    """The health check, asked again (the collection's readiness Waiter) until no node differs or the timeout."""
-    spec = p["gpu_health"]
+    """The health check, asked again (the collection's readiness Waiter) until no node differs or the timeout. Without
+    O(gpu_health.nodes) the cluster's Nodes are read here (through the API server, also when Prometheus is asked at
+    O(url))."""
+    spec = dict(p["gpu_health"])
+    if spec["nodes"] is None:
+        spec["nodes"] = (reader or _k8s.new_reader(p)).nodes()
     expected = _scrape_objects.expected_gpus(spec["nodes"]) if spec["gpus"] else {}
     queries = (
         {"up": _monitoring_health.UP_QUERY, "gpu_series": _monitoring_health.GPU_SERIES_QUERY} if spec["gpus"] else {}

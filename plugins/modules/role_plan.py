@@ -41,7 +41,7 @@ options:
     choices: [preflight, release]
     default: preflight
   previous:
-    description: The preflight's plan (its registered result), which phase C(release) keeps when there is nothing to rebuild.
+    description: The preflight's plan (its registered result); phase C(release) keeps it when nothing is rebuilt.
     type: dict
   variables:
     description: The role's variables (its C(<role>_*) names and values).

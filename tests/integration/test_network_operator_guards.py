@@ -146,5 +146,7 @@ def test_unreachable_host_stops_the_run(site):
     }
     r = run(site, {})
     assert r.returncode != 0, r.stdout[-3000:]
-    assert "nic-gone: host unreachable, so its NICs and MOFED cannot be judged" in flat(r.stdout), r.stdout[-3000:]
+    out = flat(r.stdout)
+    assert "[network-host-unreachable] host nic-gone: gpu_host_facts could not reach nic-gone" in out, r.stdout[-3000:]
+    assert "so its NICs and MOFED cannot be judged" in out and "remove it from the gpu_nodes group" in out
     assert AFTER not in r.stdout

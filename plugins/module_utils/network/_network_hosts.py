@@ -195,3 +195,20 @@ def mofed_findings(
                 f["fix"] += f"; or accept it with {_var('allow_host_mofed')}: true"
             out.append(f)
     return out
+
+
+def unreachable_findings(unreachable: Sequence[str], group: str) -> list[Finding]:
+    """A host of the role's group that could not be read: its NICs and MOFED cannot be judged, so the cluster-plane
+    change stops (an error per host)."""
+    return [
+        {
+            "id": "network-host-unreachable",
+            "severity": "error",
+            "object": {"kind": "host", "name": str(host)},
+            "evidence": [f"gpu_host_facts could not reach {host} (group {group})"],
+            "cause": "the host is unreachable, so its NICs and MOFED cannot be judged and the cluster-plane change "
+            "stops",
+            "fix": f"make it reachable, or remove it from the {group} group",
+        }
+        for host in unreachable
+    ]

@@ -54,6 +54,19 @@ def test_host_findings_judge_the_modes_resources():
     assert network_host_findings(variables, {"dgx-01": host()}) == []
 
 
+def test_an_unreachable_host_is_an_error_and_nothing_else_is_judged():
+    bad = [{"name": "ib", "rdmaHcaMax": 8, "deviceIDs": ["101d"]}]
+    variables = {"network_operator_rdma_shared_resources": bad, "network_operator_host_group": "gpu_nodes"}
+    found = network_host_findings(variables, {"dgx-01": host()}, None, ["dgx-02"])
+    assert ids(found) == [("network-host-unreachable", "error")]
+    assert found[0]["object"] == {"kind": "host", "name": "dgx-02"}
+    assert "remove it from the gpu_nodes group" in found[0]["fix"]
+    # none unreachable: the hosts are judged as before
+    assert ids(network_host_findings(variables, {"dgx-01": host()}, None, [])) == [
+        ("network-selector-matches-no-nic", "error")
+    ]
+
+
 def test_host_findings_mofed_with_the_gpu_operators_intent():
     variables = {"network_operator_ofed_driver_enabled": True}
     assert ids(network_host_findings(variables, {"dgx-01": host(MOFED)})) == [("host-ofed-with-doca-driver", "error")]

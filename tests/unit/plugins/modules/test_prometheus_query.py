@@ -130,6 +130,24 @@ def test_gpu_health_names_the_node_after_the_timeout(run_module, prom):
     assert p.asked.count(UP) == 1
 
 
+def test_gpu_health_reads_the_nodes_itself_without_them(run_module, prom, monkeypatch):
+    """Without gpu_health.nodes the module reads the cluster's Nodes (one reader, also with a Prometheus url)."""
+    from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
+
+    made = []
+
+    class Reader:
+        def nodes(self):
+            return NODES
+
+    monkeypatch.setattr(_k8s, "new_reader", lambda params: made.append(params) or Reader())
+    p = prom({UP: vec("node", {"dgx-0": 1}), SERIES: vec("Hostname", {"dgx-0": 8})})
+    result, failed = run_module(prometheus_query, {"url": p.url, "gpu_health": {"timeout": 0}})
+    assert not failed, result
+    assert len(made) == 1 and result["health"]["findings"] == []
+    assert result["health"]["rows"] == [{"node": "dgx-0", "gpus": 8, "exporter_up": 1, "gpu_series": 8}]
+
+
 def test_nothing_to_ask_is_an_error(run_module):
     result, failed = run_module(prometheus_query, {"url": "http://127.0.0.1:9"})
     assert failed and "give queries, gpu_health or gpu_overview" in result["msg"]
