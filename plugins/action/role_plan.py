@@ -65,6 +65,8 @@ def plan_result(
     plan = PLANS[(role, phase)][1]
     built = plan(variables, objects, planning) if phase == "preflight" else plan(variables, objects, planning, previous)
     verdict = _judge.verdict(role, built["findings"], "error", stop, "no finding")
+    if verdict["failed"]:  # the verdict alone: what was built is not applied, and would bury the message
+        return {"changed": False, "findings": built["findings"], **verdict}
     return {**built, "changed": False, **verdict}
 
 
@@ -94,5 +96,7 @@ class ActionModule(ActionBase):
             )
         )
         if not result.get("failed") and result.get("findings") and not args["quiet"]:
-            result["_ansible_verbose_always"] = True  # the findings that did not fail are shown, as judge shows them
+            # the findings that did not fail are shown as the run's warnings, one line each (severity first): the
+            # result itself holds the whole plan, too much to show
+            result["warnings"] = list(result["lines"])
         return result

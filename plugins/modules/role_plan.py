@@ -22,6 +22,8 @@ description:
     ClusterPolicy, the Network Operator's namespace and an attached remediation route's Alertmanager, and returns the
     ServiceMonitors, alert rules, dashboards and chart values (C(monitoring/_plan.py)); its phase C(release), after
     the kube-prometheus-stack release, plans again from the release's live Prometheus.
+  - The findings that do not fail are shown as the run's warnings, one line each, severity first (the result holds
+    the whole plan, too much to show); a failure returns the verdict and the findings only.
   - An action plugin; the read runs as a module on the controller. Changes nothing.
 author: gpuops.platform contributors (@gpuops)
 extends_documentation_fragment:
