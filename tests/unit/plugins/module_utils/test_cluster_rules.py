@@ -43,11 +43,3 @@ def test_second_nfd(workers, namespace, expected):
 def test_second_nfd_names_the_release():
     (f,) = _cluster_rules.second_nfd([_ds("gpu-operator", release="gpu-operator-1")], "nfd")
     assert "release gpu-operator-1" in f["evidence"][0]
-
-
-def test_filter_rejects_a_non_list():
-    from ansible.errors import AnsibleFilterError
-    from ansible_collections.gpuops.platform.plugins.filter.nfd_conflicts import nfd_conflicts
-
-    with pytest.raises(AnsibleFilterError, match="list of DaemonSets"):
-        nfd_conflicts({"resources": []}, "nfd")
