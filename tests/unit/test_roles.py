@@ -202,7 +202,8 @@ def test_role_inputs_are_in_the_run_preflight_and_checked_by_the_python_rules(ro
     preflight = _tasks(REPO / "roles/gpuops/tasks/preflight.yml")
     # one looped include of every enabled role's inputs; with every switch on, the loop (planned_roles) holds the role
     (looped,) = [t for t in preflight if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "inputs"]
-    assert looped["ansible.builtin.include_role"]["name"] == "gpuops.platform.{{ item }}"
+    assert looped["ansible.builtin.include_role"]["name"] == "gpuops.platform.{{ _gpuops_role }}"
+    assert looped["loop_control"] == {"loop_var": "_gpuops_role"}
     assert "gpuops.platform.planned_roles(enabled=" in looped["loop"] and looped["loop"].startswith("{{ ['all'] |")
     every_switch_on = {f"gpuops_{r}_managed": True for r in planned_roles.ROLES}
     every_switch_on["gpuops_batch_schedulers"] = list(planned_roles.BATCH)

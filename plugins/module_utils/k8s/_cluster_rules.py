@@ -47,6 +47,7 @@ def nfd_plan_queries(variables: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "key": "workers",
+            "api_version": "apps/v1",
             "kind": "DaemonSet",
             "label_selectors": ["app.kubernetes.io/name=node-feature-discovery", "role=worker"],
             "skip": variables.get("nfd_state", "present") != "present",

@@ -64,6 +64,7 @@ def nfd_worker(namespace: str) -> dict[str, Any]:
             [
                 {
                     "key": "workers",
+                    "api_version": "apps/v1",  # cluster_objects_info's default is v1, which serves no DaemonSet
                     "kind": "DaemonSet",
                     "label_selectors": ["app.kubernetes.io/name=node-feature-discovery", "role=worker"],
                     "skip": False,
