@@ -17,6 +17,8 @@ description:
     namespace, the chart values (the manager's Configuration, the image pinned to the chart version), and the
     findings (an unknown flavor or GPU product lists the real ones; limits without a cohort; a lending limit above the
     nominal quota; a team selecting no namespace; quota above the flavor's nodes' capacity, as a warning).
+  - The same plan as M(gpuops.platform.role_plan) makes for the kueue role (C(_kueue.plan)); with C(kueue_state)
+    absent it has no findings.
 positional: nodes, crds, check_mode
 options:
   _input:
@@ -52,7 +54,7 @@ _value:
   description:
     - C(chart_values), C(resource_flavors), C(cluster_queues), C(local_queues), C(namespaces) (those the
       LocalQueues need), C(flavors) (name, product, nodes, allocatable GPUs), C(flavors_used), C(owner_selector),
-      C(findings).
+      C(findings), C(crds_present) (Kueue's ClusterQueue CRD among O(crds)).
   type: dict
 """
 
@@ -68,9 +70,10 @@ def kueue_objects(variables: Any, nodes: Any, crds: Any = None, check_mode: bool
         raise AnsibleFilterError("kueue_objects expects the role's variables as a dict")
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
         raise AnsibleFilterError("kueue_objects expects nodes as a list of Node objects")
-    built = _kueue.build(variables, nodes, bool(check_mode))
-    built["findings"] = _kueue.coexistence_findings([str(c) for c in crds or []]) + built["findings"]
-    return built
+    # the role's plan (_kueue.plan, as gpuops.platform.role_plan makes it), from the CRDs' names
+    return _kueue.plan(
+        variables, {"nodes": nodes, "crds": [{"metadata": {"name": str(c)}} for c in crds or []]}, bool(check_mode)
+    )
 
 
 class FilterModule:

@@ -68,6 +68,16 @@ def _tasks(path: Path) -> list[dict]:
     return yaml.safe_load(path.read_text()) or []
 
 
+def _flat(tasks: list[dict]) -> list[dict]:
+    """The tasks, those in blocks (block, rescue, always) in their place."""
+    out: list[dict] = []
+    for task in tasks:
+        out.append(task)
+        for part in ("block", "rescue", "always"):
+            out += _flat(task.get(part) or [])
+    return out
+
+
 def _action(task: dict) -> str:
     (action,) = [k for k in task if k not in KEYWORDS] or ["<none>"]
     return action
@@ -199,7 +209,7 @@ def _roles_with_inputs() -> list[str]:
 
 @pytest.mark.parametrize("role", _roles_with_inputs())
 def test_role_inputs_are_in_the_run_preflight_and_checked_by_the_python_rules(role):
-    preflight = _tasks(REPO / "roles/gpuops/tasks/preflight.yml")
+    preflight = _flat(_tasks(REPO / "roles/gpuops/tasks/preflight.yml"))
     # one looped include of every enabled role's inputs; with every switch on, the loop (planned_roles) holds the role
     (looped,) = [t for t in preflight if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "inputs"]
     assert looped["ansible.builtin.include_role"]["name"] == "gpuops.platform.{{ _gpuops_role }}"

@@ -70,6 +70,12 @@ CHART_ROUTES: list[dict[str, Any]] = [{"receiver": "null", "matchers": ['alertna
 CHART_RECEIVERS: list[dict[str, Any]] = [{"name": "null"}]
 
 
+def route_mode(variables: Mapping[str, Any]) -> str:
+    """Where the route to the remediation webhook goes: ``install`` (the chart's values), ``attach`` (an
+    AlertmanagerConfig in the Alertmanager's namespace), or "" (no webhook: no route)."""
+    return str(variables.get("monitoring_mode") or "install") if webhook(variables)["url"] else ""
+
+
 def webhook(variables: Mapping[str, Any]) -> dict[str, str]:
     """The webhook asked for: ``{url, token_secret, token_key}``; url empty when the route is off."""
     return {

@@ -295,6 +295,8 @@ def build(
         # AlertmanagerConfig goes (the role's objects are read there too)
         "alertmanager_secret": {"name": am_secret, "namespace": namespace},
         "alertmanager_namespace": am_namespace,
+        # where the remediation route goes (install, attach, or "" without a webhook)
+        "remediation_route": _alertmanager.route_mode(variables),
         "prometheus": {"name": meta.get("name"), "namespace": meta.get("namespace")} if prometheus else None,
         "findings": findings,
         "owner_selector": OWNER_SELECTOR,

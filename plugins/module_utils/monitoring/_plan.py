@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _monitoring, _monitoring_health
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _alertmanager, _monitoring
 
 Objects = Mapping[str, Sequence[Mapping[str, Any]]]
 
@@ -26,19 +26,10 @@ def _flag(variables: Mapping[str, Any], name: str) -> bool:
     return boolean(variables.get(name, False), strict=False)
 
 
-def remediation_route(variables: Mapping[str, Any]) -> str:
-    """Where the remediation route goes: ``install`` (chart values), ``attach`` (an AlertmanagerConfig), "" (none)."""
-    return (
-        str(variables.get("monitoring_mode") or "install")
-        if variables.get("monitoring_remediation_webhook_url")
-        else ""
-    )
-
-
 def preflight_queries(variables: Mapping[str, Any]) -> list[dict[str, Any]]:
     namespace = str(variables.get("monitoring_namespace") or "")
     attach = str(variables.get("monitoring_mode") or "install") == "attach"
-    no_attached_route = remediation_route(variables) != "attach"
+    no_attached_route = _alertmanager.route_mode(variables) != "attach"
     return [
         {"key": "namespace", "kind": "Namespace", "name": namespace},
         {
@@ -101,7 +92,7 @@ def _build(variables: Mapping[str, Any], objects: Objects, planning: bool, with_
     namespace = list(objects.get("namespace") or [])
     policy = list(objects.get("cluster_policy") or [])
     network = None if not _flag(variables, "monitoring_network") else bool(objects.get("network_namespace"))
-    built = _monitoring.build(
+    return _monitoring.build(
         variables,
         list(objects.get("prometheuses") or []),
         dict((namespace[0].get("metadata") or {}).get("labels") or {}) if namespace else {},
@@ -111,7 +102,6 @@ def _build(variables: Mapping[str, Any], objects: Objects, planning: bool, with_
         alertmanagers=list(objects.get("alertmanagers") or []) if with_route else [],
         alertmanager_config_crd=bool(objects.get("alertmanagerconfigs_crd")) if with_route else False,
     )
-    return {**built, "up_query": _monitoring_health.UP_QUERY, "gpu_series_query": _monitoring_health.GPU_SERIES_QUERY}
 
 
 def preflight_plan(variables: Mapping[str, Any], objects: Objects, planning: bool) -> dict[str, Any]:

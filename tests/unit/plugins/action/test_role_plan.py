@@ -233,6 +233,7 @@ def test_monitoring_plan_builds_and_judges():
     result = plan_result("monitoring", MON, read(namespace=[], prometheuses=[KPS], cluster_policy=[]), False, "stop.")
     assert result["failed"] is False, result["msg"]
     assert {o["kind"] for o in result["objects"]} >= {"ServiceMonitor", "PrometheusRule"}
+    assert result["remediation_route"] == ""  # no webhook: the validation's route check is skipped on it
     # attach without a Prometheus to attach to: an error before any change
     result = plan_result("monitoring", MON, read(namespace=[], prometheuses=[], cluster_policy=[]), False, "stop.")
     assert result["failed"] is True and result["msg"].startswith("monitoring") and result["msg"].endswith("stop.")

@@ -326,3 +326,20 @@ def test_filters_refuse_bad_input():
         monitoring_route(INSTALL, "secret", "x")
     with pytest.raises(AnsibleFilterError):
         monitoring_objects(ATTACH, [], {}, None, None, False, "alertmanagers")
+
+
+@pytest.mark.parametrize(
+    ("variables", "mode"),
+    [
+        ({"monitoring_mode": "install", "monitoring_remediation_webhook_url": URL}, "install"),
+        ({"monitoring_mode": "attach", "monitoring_remediation_webhook_url": URL}, "attach"),
+        ({"monitoring_remediation_webhook_url": URL}, "install"),  # the role's default mode
+        ({"monitoring_mode": "install", "monitoring_remediation_webhook_url": ""}, ""),  # no webhook: no route
+        ({"monitoring_mode": "attach"}, ""),
+    ],
+)
+def test_route_mode_says_where_the_route_goes(variables, mode):
+    assert _alertmanager.route_mode(variables) == mode
+    # the built plan carries it: the validation's route check reads it there, not from a rule of its own
+    role_variables = {**INSTALL, "monitoring_remediation_webhook_url": "", **variables}
+    assert monitoring_objects(role_variables)["remediation_route"] == mode
