@@ -7,7 +7,12 @@ template behave as there), except in check mode for the objects whose namespace 
 run creates earlier is only planned in check mode, and the API server cannot dry-run an object in it (``namespaces
 "x" not found``) - or whose kind is not served yet (its CRD comes with a release the run installs earlier). Those are
 reported as would-create (changed, with their diff); the others are dry-run as usual. The splits are
-``_owned.split_on_missing_kinds`` and ``_owned.split_on_missing_namespaces``."""
+``_owned.split_on_missing_kinds`` and ``_owned.split_on_missing_namespaces``.
+
+With ``prune`` (a role's owner labels and kinds, in delete order), the same task then reads the objects of those kinds
+that carry the labels (one cluster_objects_info run; a kind not served has none) and deletes, in that order and each
+waited on, the ones ``definition`` does not hold (``_owned.prune_objects``): apply and prune in one task. In check
+mode the deletions are kubernetes.core.k8s's check mode (named, nothing deleted)."""
 
 from __future__ import annotations
 
@@ -54,6 +59,18 @@ def definitions_of(definition: Any) -> list[dict[str, Any]] | None:
     if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs if d is not None):
         return None
     return [d for d in docs if d]
+
+
+def _ref(meta: dict[str, Any]) -> str:
+    """``namespace/name`` (``name`` for a cluster-scoped object)."""
+    return "/".join(filter(None, [meta.get("namespace"), meta["name"]]))
+
+
+def _as_list(diff: Any) -> list[Any]:
+    """A task's ``diff`` as a list (one object's diff, several objects', or none)."""
+    if not diff:
+        return []
+    return list(diff) if isinstance(diff, list) else [diff]
 
 
 def merge_results(applied: dict[str, Any] | None, planned: list[dict[str, Any]], diff: bool) -> dict[str, Any]:
@@ -117,14 +134,91 @@ class ActionModule(ActionBase):
             return read
         return [kinds[i] for i, r in enumerate(read.get("results") or []) if r.get("api_found") is False]
 
+    def _prune(
+        self, spec: dict[str, Any], objs: list[dict[str, Any]], auth: dict[str, Any], task_vars: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Delete the objects of ``spec``'s kinds carrying its labels that ``objs`` does not hold (in the kinds'
+        order, each waited on); the result has ``pruned`` (``Kind namespace/name`` each) and, when something was
+        deleted, kubernetes.core.k8s's result of the deletion."""
+        selector = _owned.selector(spec["labels"])
+        queries = [
+            {
+                "api_version": k["api_version"],
+                "kind": k["kind"],
+                "label_selectors": [selector],
+                **({"namespace": k["namespace"]} if k.get("namespace") else {}),
+            }
+            for k in spec["kinds"]
+        ]
+        supported = {k: v for k, v in auth.items() if k in READER_AUTH}
+        read = self._execute_module(
+            module_name="gpuops.platform.cluster_objects_info",
+            module_args={**supported, "queries": queries},
+            task_vars=task_vars,
+        )
+        if read.get("failed"):
+            return read
+        live = [o for r in read.get("results") or [] for o in r.get("resources") or []]
+        gone = _owned.prune_objects(objs, live, spec["labels"], [k["kind"] for k in spec["kinds"]])
+        names = [f"{o['kind']} {_ref(o['metadata'])}" for o in gone]
+        if not gone:
+            return {"changed": False, "pruned": []}
+        deleted = self._run_k8s(
+            K8S,
+            {
+                **auth,
+                "definition": gone,
+                "state": "absent",
+                "wait": True,
+                "wait_sleep": 1,
+                "wait_timeout": spec.get("wait_timeout", 120),
+            },
+            task_vars,
+        )
+        return {**deleted, "pruned": names}
+
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
+        prune = args.pop("prune", None)
+        if prune is None:
+            result.update(self._apply(args, task_vars))
+            return result
+        if isinstance(prune, dict) and isinstance(prune.get("wait_timeout"), str) and prune["wait_timeout"].isdigit():
+            prune = {**prune, "wait_timeout": int(prune["wait_timeout"])}
+        errors = _owned.prune_spec_errors(prune)
+        objs = definitions_of(args.get("definition"))
+        if objs is None and args.get("definition") is not None or args.get("state", "present") != "present":
+            errors.append("prune needs state present and the objects given in definition (not src or a template)")
+        if errors:
+            result.update(failed=True, msg="gpuops.platform.k8s_apply: " + "; ".join(errors))
+            return result
+        objs = objs or []
+        applied = self._apply(args, task_vars) if objs else {"changed": False}
+        if applied.get("failed"):
+            result.update(applied)
+            return result
+        auth = {k: args[k] for k in AUTH if k in args}
+        pruned = self._prune(prune, objs, auth, task_vars)
+        if pruned.get("failed"):  # after the apply: its change stands (a rerun finishes the prune)
+            result.update(pruned, changed=bool(applied.get("changed")))
+            return result
+        result.update(applied)
+        result["pruned"] = pruned["pruned"]
+        if pruned.get("changed"):
+            result["changed"] = True
+            result["prune_result"] = pruned.get("result")
+            if pruned.get("diff"):
+                result["diff"] = [*_as_list(applied.get("diff")), *_as_list(pruned.get("diff"))]
+        return result
+
+    def _apply(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        """kubernetes.core.k8s's result for ``args``; in check mode the objects it cannot dry-run planned."""
+        result: dict[str, Any] = {}
         objs = definitions_of(args.get("definition"))
         if not self._task.check_mode or args.get("state", "present") == "absent" or not objs:
-            result.update(self._run_k8s(K8S, args, task_vars))
-            return result
+            return self._run_k8s(K8S, args, task_vars)
         default_ns = args.get("namespace")
         auth = {k: args[k] for k in AUTH if k in args}
         # kinds first: an object whose CRD a release of this run installs first cannot be dry-run (no such kind). Asked

@@ -50,9 +50,12 @@ _value:
         - The MacvlanNetworks, HostDeviceNetworks and IPoIBNetworks (cluster-scoped), labelled as the role's.
       type: list
       elements: dict
+    prune:
+      description: The O(gpuops.platform.k8s_apply#module:prune) option of the role's apply (its labels, its kinds).
+      type: dict
     owner_selector:
       description:
-        - The label selector of the IPPools and networks the role owns (C(gpuops.platform.network_prune_objects)
+        - The label selector of the IPPools and networks the role owns (gpuops.platform.k8s_apply with C(prune)
           deletes those the variables no longer hold).
       type: str
     waits:
@@ -86,6 +89,7 @@ def network_operator_objects(variables: Any) -> dict[str, Any]:
         "networks": networks,
         "waits": [{"kind": o["kind"], "name": o["metadata"]["name"]} for o in networks],
         "owner_selector": _network_owned.OWNER_SELECTOR,
+        "prune": _network_owned.PRUNE,
     }
 
 

@@ -51,6 +51,30 @@ options:
         change).
     type: str
     default: present
+  prune:
+    description:
+      - After the apply, delete the objects of O(prune.kinds) that carry every label of O(prune.labels) and that
+        O(definition) does not hold - a role's objects its variables dropped - in the order of O(prune.kinds), each
+        waited on until gone. Objects without the labels (made by hand or by another tool) are never touched; a kind
+        the API server does not serve has none. One read (M(gpuops.platform.cluster_objects_info)) and, when something
+        is stale, one M(kubernetes.core.k8s) deletion; in check mode the deletions are named and nothing is deleted.
+      - An empty O(definition) with O(prune) deletes every object of those kinds the role labelled.
+      - Needs O(state=present) and the objects in O(definition).
+    type: dict
+    suboptions:
+      labels:
+        description: The owner labels (never empty).
+        type: dict
+        required: true
+      kinds:
+        description: The kinds to prune, in delete order; C(namespace) limits the read to one namespace.
+        type: list
+        elements: dict
+        required: true
+      wait_timeout:
+        description: Seconds to wait for each deleted object to be gone.
+        type: int
+        default: 120
 notes:
   - Objects given by C(src) or a template are passed on without the check-mode planning.
 seealso:
@@ -68,9 +92,27 @@ EXAMPLES = r"""
       kind: ConfigMap
       metadata: {name: gpuops-device-plugin, namespace: gpu-operator}
       data: {any: "version: v1"}
+
+- name: Apply the role's queues and delete those it labelled that the variables dropped, in one task
+  gpuops.platform.k8s_apply:
+    kubeconfig: "{{ gpuops_kubeconfig }}"
+    apply: true
+    server_side_apply: {field_manager: gpuops-kueue, force_conflicts: true}
+    definition: "{{ queues }}"
+    prune:
+      labels: {app.kubernetes.io/managed-by: gpuops.platform, gpuops.platform/role: kueue}
+      kinds:
+        - {api_version: kueue.x-k8s.io/v1beta2, kind: LocalQueue}
+        - {api_version: kueue.x-k8s.io/v1beta2, kind: ClusterQueue}
 """
 
 RETURN = r"""
+pruned:
+  description: With O(prune), the objects deleted (or, in check mode, that would be), C(Kind namespace/name) each.
+  returned: with prune
+  type: list
+  elements: str
+  sample: [LocalQueue team-a/team-a]
 result:
   description:
     - One object - M(kubernetes.core.k8s)'s result, or for a planned creation the object as it would be sent. Several

@@ -484,6 +484,8 @@ def build(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], chec
         "flavors": flavors,
         "flavors_used": sorted(used),
         "owner_selector": OWNER_SELECTOR,
+        # k8s_apply's prune: the role's queues and flavors the variables dropped, LocalQueues first
+        "prune": _owned.prune_spec(OWNER_LABELS, [(API_VERSION, kind, None) for kind in KINDS]),
         # what validate waits for: every ClusterQueue and LocalQueue active
         "wait_objects": [{"kind": "ClusterQueue", "name": cq["metadata"]["name"]} for cq in cqs]
         + [

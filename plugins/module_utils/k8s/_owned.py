@@ -92,6 +92,50 @@ def prune_objects(
     return sorted(out, key=lambda o: (order[o["kind"]], key(o)))
 
 
+def prune_spec(labels: Mapping[str, str], kinds: Sequence[tuple[str, str, str | None]]) -> dict[str, Any]:
+    """The ``prune`` option of gpuops.platform.k8s_apply for a role: its owner ``labels`` and the kinds it prunes,
+    ``(api_version, kind, namespace or None for every namespace)`` in delete order."""
+    return {
+        "labels": dict(labels),
+        "kinds": [{"api_version": api, "kind": kind, **({"namespace": ns} if ns else {})} for api, kind, ns in kinds],
+    }
+
+
+def prune_spec_errors(spec: Any) -> list[str]:
+    """What is wrong with a ``prune`` option (k8s_apply): a dict with ``labels`` (a non-empty dict of strings: the
+    owner labels, never empty - that would select every object) and ``kinds`` (a non-empty list of
+    ``{api_version, kind[, namespace]}``), and an optional positive int ``wait_timeout``."""
+    if not isinstance(spec, Mapping):
+        return [f"prune must be a dict with labels and kinds, got {type(spec).__name__}"]
+    errors = [f"prune.{k}: unknown option (labels, kinds, wait_timeout)" for k in spec if k not in PRUNE_KEYS]
+    labels = spec.get("labels")
+    if (
+        not isinstance(labels, Mapping)
+        or not labels
+        or not all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in labels.items())
+    ):
+        errors.append(f"prune.labels must be a non-empty dict of label names to values, got {labels!r}")
+    kinds = spec.get("kinds")
+    if not isinstance(kinds, list) or not kinds:
+        errors.append(f"prune.kinds must be a non-empty list of {{api_version, kind[, namespace]}}, got {kinds!r}")
+    else:
+        keys = {"api_version", "kind", "namespace"}
+        for i, k in enumerate(kinds):
+            if not isinstance(k, Mapping) or not all(
+                isinstance(k.get(f), str) and k.get(f) for f in ("api_version", "kind")
+            ):
+                errors.append(f"prune.kinds[{i}] must name api_version and kind, got {k!r}")
+            elif set(k) - keys:
+                errors.append(f"prune.kinds[{i}]: unknown key(s) {sorted(set(k) - keys)}")
+    timeout = spec.get("wait_timeout", 120)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+        errors.append(f"prune.wait_timeout must be a positive number of seconds, got {timeout!r}")
+    return errors
+
+
+PRUNE_KEYS = ("labels", "kinds", "wait_timeout")
+
+
 _ABSENT = object()
 
 

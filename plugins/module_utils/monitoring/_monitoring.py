@@ -300,6 +300,17 @@ def build(
         "prometheus": {"name": meta.get("name"), "namespace": meta.get("namespace")} if prometheus else None,
         "findings": findings,
         "owner_selector": OWNER_SELECTOR,
+        # k8s_apply's prune: the role's objects the variables dropped (where owned.yml reads them)
+        "prune": _owned.prune_spec(
+            OWNER_LABELS,
+            [
+                ("monitoring.coreos.com/v1", "ServiceMonitor", namespace),
+                ("monitoring.coreos.com/v1", "PrometheusRule", namespace),
+                ("v1", "ConfigMap", namespace),
+                ("v1", "Service", None),
+                ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig", am_namespace),
+            ],
+        ),
         "exporter_job": EXPORTER_JOB,
         # False while the telemetry Service's namespace is missing: the API server cannot dry-run the objects then
         "telemetry_namespace_ready": network_ready,

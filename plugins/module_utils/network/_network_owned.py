@@ -37,6 +37,8 @@ PRUNABLE = (
     ("nv-ipam.nvidia.com/v1alpha1", "IPPool"),
 )
 PRUNABLE_KINDS = tuple(kind for _api, kind in PRUNABLE)
+# k8s_apply's prune option: the networks and pools the role labelled that the variables dropped
+PRUNE = _owned.prune_spec(OWNER_LABELS, [(api, kind, None) for api, kind in PRUNABLE])
 
 
 def owned(obj: Mapping[str, Any]) -> Obj:

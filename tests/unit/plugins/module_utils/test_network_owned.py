@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.network_landing_findings import network_landing_findings
-from ansible_collections.gpuops.platform.plugins.filter.network_prune_objects import network_prune_objects
 from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 from ansible_collections.gpuops.platform.plugins.module_utils.network import _network as net
 from ansible_collections.gpuops.platform.plugins.module_utils.network import _network_owned as own
@@ -87,7 +86,9 @@ HAND_MADE = {"apiVersion": "mellanox.com/v1alpha1", "kind": "MacvlanNetwork", "m
 def test_prune_deletes_only_what_the_role_made_and_dropped(wanted, expected):
     cluster = [live(o) for o in WANTED] + [live(HAND_MADE), live(own.owned(POLICY))]
     assert own.prune_objects(wanted, cluster) == expected
-    assert network_prune_objects(wanted, cluster) == expected
+    # what k8s_apply's prune computes from the role's PRUNE option
+    kinds = [k["kind"] for k in own.PRUNE["kinds"]]
+    assert _owned.prune_objects(wanted, cluster, own.PRUNE["labels"], kinds) == expected
 
 
 def test_prune_ignores_unlabelled_and_foreign_objects():
@@ -179,7 +180,7 @@ def test_differences(want, have, diffs):
     assert _owned.differences(want, have) == diffs
 
 
-@pytest.mark.parametrize("call", [lambda: network_prune_objects("x", []), lambda: network_landing_findings([], [1])])
+@pytest.mark.parametrize("call", [lambda: network_landing_findings([], [1])])
 def test_filters_refuse_bad_input(call):
     with pytest.raises(AnsibleFilterError):
         call()
