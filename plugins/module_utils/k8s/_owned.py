@@ -101,6 +101,18 @@ def prune_spec(labels: Mapping[str, str], kinds: Sequence[tuple[str, str, str | 
     }
 
 
+def landed_queries(wanted: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The cluster_objects_info queries that read the live copies of ``wanted``: one list call per (apiVersion, kind,
+    namespace), in the order first seen (``key`` ``<n>``)."""
+    seen: dict[tuple[str, str, str], None] = {}
+    for obj in wanted:
+        seen.setdefault((str(obj.get("apiVersion")), str(obj.get("kind")), key(obj)[1]), None)
+    return [
+        {"key": str(i), "api_version": api, "kind": kind, **({"namespace": ns} if ns else {})}
+        for i, (api, kind, ns) in enumerate(seen)
+    ]
+
+
 def prune_spec_errors(spec: Any) -> list[str]:
     """What is wrong with a ``prune`` option (k8s_apply): a dict with ``labels`` (a non-empty dict of strings: the
     owner labels, never empty - that would select every object) and ``kinds`` (a non-empty list of

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _alertmanager, _monitoring
 
 Objects = Mapping[str, Sequence[Mapping[str, Any]]]
@@ -101,6 +102,17 @@ def _build(variables: Mapping[str, Any], objects: Objects, planning: bool, with_
         check_mode=planning,
         alertmanagers=list(objects.get("alertmanagers") or []) if with_route else [],
         alertmanager_config_crd=bool(objects.get("alertmanagerconfigs_crd")) if with_route else False,
+    )
+
+
+def landing_findings(wanted: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``monitoring-object-not-landed`` per applied object whose spec or labels are not the live object's."""
+    return _owned.landing_findings(
+        wanted,
+        live,
+        "monitoring-object-not-landed",
+        "install the Prometheus Operator's CRDs of a version that has these fields, or find the other writer "
+        "(kubectl get --show-managed-fields)",
     )
 
 

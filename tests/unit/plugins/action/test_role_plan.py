@@ -260,3 +260,27 @@ def test_monitoring_release_phase(mode, live, rebuilt):
     assert (result["objects"] == ["the preflight's"]) is not rebuilt
     if not rebuilt:
         assert result["findings"] == []  # judged in the preflight already
+
+
+def test_the_landed_phase_judges_the_live_copies_of_what_the_plan_applied():
+    from ansible_collections.gpuops.platform.plugins.action.role_plan import LANDED, landed_result, phases
+    from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
+
+    built = kq.plan(KUEUE, {"nodes": [NODE], "crds": []}, False)
+    wanted = LANDED["kueue"][0](built)
+    assert [o["kind"] for o in wanted] == ["ResourceFlavor", "ClusterQueue", "LocalQueue"]
+    # one list call per kind and namespace
+    assert [(q["kind"], q.get("namespace")) for q in _owned.landed_queries(wanted)] == [
+        ("ResourceFlavor", None),
+        ("ClusterQueue", None),
+        ("LocalQueue", "research"),
+    ]
+    same = landed_result("kueue", built, {"objects": {"0": {"resources": wanted}}}, "")
+    assert same["failed"] is False and same["findings"] == []
+    drifted = [dict(o, spec={}) if o["kind"] == "ClusterQueue" else o for o in wanted]  # its spec pruned
+    bad = landed_result("kueue", built, {"objects": {"0": {"resources": drifted}}}, "")
+    assert bad["failed"] is True and [f["id"] for f in bad["findings"]] == ["kueue-object-not-landed"]
+    assert "ClusterQueue" in bad["msg"]
+    failed_read = landed_result("kueue", built, {"failed": True, "msg": "Unauthorized"}, "")
+    assert failed_read["failed"] is True and "Unauthorized" in failed_read["msg"]
+    assert phases("network_operator") == ["landed"] and "landed" in phases("monitoring")

@@ -11,9 +11,18 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.monitoring_objects import monitoring_objects
-from ansible_collections.gpuops.platform.plugins.filter.monitoring_owned import monitoring_owned
 from ansible_collections.gpuops.platform.plugins.filter.monitoring_route import monitoring_route
-from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _alertmanager
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
+from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import _alertmanager, _monitoring_spec, _plan
+
+
+def monitoring_owned(wanted, live, check="prune"):
+    """What the role's apply prunes (k8s_apply's prune: _owned.prune_objects over the role's kinds) or, with
+    ``landed``, what its landing check (role_plan's phase landed) finds."""
+    if check == "landed":
+        return _plan.landing_findings(wanted, live)
+    return _owned.prune_objects(wanted, live, _monitoring_spec.OWNER_LABELS, _monitoring_spec.KINDS)
+
 
 URL = "http://rulebook.gpuops:5050/alerts"
 INSTALL = {

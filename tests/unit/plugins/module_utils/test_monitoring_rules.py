@@ -10,16 +10,25 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.filter.monitoring_objects import monitoring_objects
-from ansible_collections.gpuops.platform.plugins.filter.monitoring_owned import monitoring_owned
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 from ansible_collections.gpuops.platform.plugins.module_utils.monitoring import (
     _dashboards,
     _monitoring,
     _monitoring_health,
     _monitoring_spec,
     _placement,
+    _plan,
     _prometheus,
     _scrape_objects,
 )
+
+
+def monitoring_owned(wanted, live, check="prune"):
+    """What the role's apply prunes (k8s_apply's prune: _owned.prune_objects over the role's kinds) or, with
+    ``landed``, what its landing check (role_plan's phase landed) finds."""
+    if check == "landed":
+        return _plan.landing_findings(wanted, live)
+    return _owned.prune_objects(wanted, live, _monitoring_spec.OWNER_LABELS, _monitoring_spec.KINDS)
 
 
 def prom(spec, name="kps-prometheus", namespace="monitoring"):
@@ -260,8 +269,6 @@ def test_prune_and_landed():
         (lambda: monitoring_objects("x"), "variables as a dict"),
         (lambda: monitoring_objects({}, "x"), "prometheuses as a list"),
         (lambda: monitoring_objects({}, [], {}, None, "False"), "network_namespace_found as true, false or null"),
-        (lambda: monitoring_owned([], [], "nope"), "check must be"),
-        (lambda: monitoring_owned({}, []), "input as a list"),
     ],
 )
 def test_filter_errors(call, message):
