@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpuops.platform.plugins.module_utils.host import _gpu_catalog
+from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
 from ansible_collections.gpuops.platform.plugins.module_utils.sharing import _capacity, _labels, _mig, _pools
 from ansible_collections.gpuops.platform.plugins.module_utils.sharing._pools import _bad, _finding
 from ansible_collections.gpuops.platform.plugins.module_utils.status import _cluster_views as _cluster_status
@@ -225,12 +226,13 @@ def plan(params: Mapping[str, Any], raw: Mapping[str, Any], pods: Sequence[Mappi
                 finding["severity"] = "warning"
                 finding["evidence"] = [*finding["evidence"], "the run plans: an earlier layer may still create it"]
     restart = _labels.restart_plan(raw.get("config_map"), configs, nodes, labels, raw.get("device_plugin_pods") or [])
+    # the custom MIG ConfigMap's config.yaml (mig-parted v1), empty without custom configs
+    mig_parted = yaml_text(_mig.mig_parted_config(mig_configs)) if mig_configs else ""
     return {
         "members": members,
         "findings": findings,
         "configs": configs,
-        # the custom MIG ConfigMap's config.yaml (mig-parted v1), empty without custom configs
-        "mig_parted_config": yaml_text(_mig.mig_parted_config(mig_configs)) if mig_configs else "",
+        "mig_parted_config": mig_parted,
         "labels": labels,
         "expected": {
             node: _capacity.expected_capacity(pool, gpus[node], strategy, mig_configs)
@@ -241,7 +243,45 @@ def plan(params: Mapping[str, Any], raw: Mapping[str, Any], pods: Sequence[Mappi
         "mig_nodes": sorted(n for p in pools if p.get("model") == "mig" for n in members.get(p["name"], ())),
         "dra_nodes": sorted(n for p in pools if p.get("model") == "dra" for n in members.get(p["name"], ())),
         "restart": restart,
+        **config_objects(params, configs, mig_parted, restart),
     }
+
+
+OWNER_LABELS = _owned.owner_labels("gpu_sharing")
+# the GPU Operator's operands are privileged: the same labels as the gpu_operator role's namespace
+PRIVILEGED = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
+
+
+def config_objects(
+    params: Mapping[str, Any], configs: Mapping[str, str], mig_parted: str, restart: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What the role applies in one task (gpuops.platform.k8s_apply): ``objects`` - the GPU Operator's namespace (on
+    a fresh cluster this role runs before gpu_operator), the device plugin's ConfigMap (an entry per time-slicing or
+    MPS pool, and exclusive; the device-plugin pods to restart in its annotation, written with it) and, with custom
+    MIG configs, mig-parted's ConfigMap - none with state absent; and ``prune``, which deletes the role's
+    ConfigMaps the objects do not hold (the MIG one without custom configs; both with state absent; the namespace is
+    never the role's to delete)."""
+    namespace = str(params.get("namespace") or "gpu-operator")
+    prune = _owned.prune_spec(OWNER_LABELS, [("v1", "ConfigMap", namespace)])
+    if params.get("state", "present") != "present":
+        return {"objects": [], "prune": prune}
+
+    def config_map(name: str, data: Mapping[str, str], annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(OWNER_LABELS)}
+        if annotations is not None:
+            meta["annotations"] = dict(annotations)
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(data)}
+
+    stale = {_labels.STALE_ANNOTATION: str(restart.get("annotation") or "[]")}
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": dict(PRIVILEGED)}},
+        config_map(str(params.get("config_map") or "gpu-sharing-device-plugin"), configs, stale),
+    ]
+    if mig_parted:
+        objects.append(
+            config_map(str(params.get("mig_config_map") or "gpu-sharing-mig-parted"), {"config.yaml": mig_parted})
+        )
+    return {"objects": objects, "prune": prune}
 
 
 def summary(pools: Sequence[Mapping[str, Any]], result: Mapping[str, Any]) -> list[str]:

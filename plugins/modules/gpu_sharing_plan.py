@@ -172,6 +172,20 @@ restart:
       ConfigMap, annotation C(gpuops.platform/stale-device-plugin-pods)), C(pods) and C(nodes) to restart.
   returned: with O(cluster)
   type: dict
+objects:
+  description:
+    - What the role applies in one M(gpuops.platform.k8s_apply) task - the GPU Operator's namespace (privileged), the
+      device plugin's ConfigMap (O(config_map), with the restart's annotation) and, with O(mig_configs), mig-parted's
+      ConfigMap (O(mig_config_map)), labelled as the role's. None with O(state=absent).
+  returned: with O(cluster)
+  type: list
+  elements: dict
+prune:
+  description:
+    - The O(gpuops.platform.k8s_apply#module:prune) option of that task - the role's ConfigMaps in O(namespace) the
+      objects do not hold are deleted (the MIG one without O(mig_configs), both with O(state=absent)).
+  returned: with O(cluster)
+  type: dict
 summary:
   description: One line per pool - its nodes and the capacity each will advertise.
   returned: with O(cluster)

@@ -50,6 +50,8 @@ def test_site_check_on_a_first_install_passes_reports_changes_and_changes_nothin
     recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", out)
     assert recap and int(recap.group(1)) > 0, out[-3000:]
     # the object of the issue: reported as a creation (its diff from nothing) in the namespace the run creates
-    task = out.split("TASK [gpuops.platform.gpu_sharing : Device-plugin ConfigMap", 1)[1].split("TASK [", 1)[0]
+    task = out.split("TASK [gpuops.platform.gpu_sharing : The GPU Operator's namespace, the device-plugin ConfigMap", 1)
+    task = task[1].split("TASK [", 1)[0]
     assert f"namespace: chk-{t}-gpu-operator" in task and "changed: [localhost]" in task, task
+    assert "gpu-sharing-device-plugin" in task, task
     assert changed == {}, changed

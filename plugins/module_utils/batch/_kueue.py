@@ -506,20 +506,23 @@ PLAN_QUERIES = (
         "kind": "CustomResourceDefinition",
         "metadata_only": True,
     },
+    {"key": "namespaces", "kind": "Namespace", "metadata_only": True},
 )
 
 
 def plan_queries(variables: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The reads of the role's plan: the nodes (their GPU products make the flavors) and the CRDs' names (an old KAI
-    Scheduler next to Kueue is an error; the queues' CRDs say whether the role's objects can be read yet)."""
+    """The reads of the role's plan: the nodes (their GPU products make the flavors), the CRDs' names (an old KAI
+    Scheduler next to Kueue is an error; the queues' CRDs say whether the role's objects can be read yet) and the
+    namespaces' names (the role creates the team namespaces that do not exist)."""
     return [dict(q) for q in PLAN_QUERIES]
 
 
 def plan(
     variables: Mapping[str, Any], objects: Mapping[str, Sequence[Mapping[str, Any]]], planning: bool
 ) -> dict[str, Any]:
-    """``build`` from the plan's reads (``objects``: the resources of each query key), with the coexistence rule, and
-    ``crds_present`` (Kueue's queue CRDs are served). With kueue_state absent nothing is judged: no findings."""
+    """``build`` from the plan's reads (``objects``: the resources of each query key), with the coexistence rule,
+    ``crds_present`` (Kueue's queue CRDs are served) and ``missing_namespaces`` (the team namespaces the cluster does
+    not have: the role creates them). With kueue_state absent nothing is judged: no findings."""
     crd_names = [str((c.get("metadata") or {}).get("name")) for c in objects.get("crds") or []]
     built = build(variables, list(objects.get("nodes") or []), planning)
     if variables.get("kueue_state", "present") == "present":
@@ -527,4 +530,6 @@ def plan(
     else:
         built["findings"] = []
     built["crds_present"] = "clusterqueues.kueue.x-k8s.io" in crd_names
+    live = {str((n.get("metadata") or {}).get("name")) for n in objects.get("namespaces") or []}
+    built["missing_namespaces"] = [ns for ns in built["namespaces"] if ns not in live]
     return built

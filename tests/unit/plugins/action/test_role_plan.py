@@ -56,6 +56,7 @@ def nfd_worker(namespace: str) -> dict[str, Any]:
                     "kind": "CustomResourceDefinition",
                     "metadata_only": True,
                 },
+                {"key": "namespaces", "kind": "Namespace", "metadata_only": True},
             ],
         ),
         (
@@ -166,6 +167,10 @@ def test_kueue_plan_builds_what_the_role_applies():
     assert [q["metadata"]["name"] for q in result["cluster_queues"]] == ["research"]
     assert [q["metadata"]["namespace"] for q in result["local_queues"]] == ["research"]
     assert result["namespaces"] == ["research"]
+    # the team namespaces the cluster lacks are the role's to create; an existing one is not
+    assert result["missing_namespaces"] == ["research"]
+    there = plan_result("kueue", KUEUE, read(nodes=[NODE], crds=[], namespaces=[crd("research")]), False, "")
+    assert there["missing_namespaces"] == []
 
 
 def test_a_failed_read_names_the_role():

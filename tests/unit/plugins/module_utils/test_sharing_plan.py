@@ -320,3 +320,31 @@ def test_module_plans_away_with_state_absent(api, run_module):
         and result["gpu_operator"]["gpu_operator_device_plugin_config_name"] == ""
     )
     assert [p["name"] for p in result["labels"]] == ["dgx-h100-0", "dgx-h100-1", "pcie-l40s-0"]
+
+
+@pytest.mark.parametrize(
+    ("state", "mig_parted", "kinds"),
+    [
+        ("present", "", ["Namespace gpu-operator", "ConfigMap gpu-sharing-device-plugin"]),
+        (
+            "present",
+            "version: v1\n",
+            ["Namespace gpu-operator", "ConfigMap gpu-sharing-device-plugin", "ConfigMap gpu-sharing-mig-parted"],
+        ),
+        # absent: nothing applied; the prune deletes the role's ConfigMaps (never the namespace)
+        ("absent", "", []),
+    ],
+)
+def test_config_objects_are_what_the_one_apply_task_applies_and_prunes(state, mig_parted, kinds):
+    params = {"state": state, "namespace": "gpu-operator", "config_map": "gpu-sharing-device-plugin"}
+    params["mig_config_map"] = "gpu-sharing-mig-parted"
+    got = _plan.config_objects(params, {"any": "version: v1"}, mig_parted, {"annotation": '["uid-1"]'})
+    assert [f"{o['kind']} {o['metadata']['name']}" for o in got["objects"]] == kinds
+    assert got["prune"]["kinds"] == [{"api_version": "v1", "kind": "ConfigMap", "namespace": "gpu-operator"}]
+    assert got["prune"]["labels"]["gpuops.platform/role"] == "gpu_sharing"
+    if kinds:
+        ns, dp = got["objects"][:2]
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+        assert "gpuops.platform/role" not in ns["metadata"]["labels"]  # not the role's: never pruned
+        assert dp["metadata"]["annotations"] == {"gpuops.platform/stale-device-plugin-pods": '["uid-1"]'}
+        assert dp["data"] == {"any": "version: v1"}
