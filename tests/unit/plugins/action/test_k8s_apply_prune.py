@@ -98,7 +98,7 @@ def test_prune_deletes_the_labelled_objects_the_definition_dropped_in_order(want
     result, fake = run({"definition": wanted, "apply": True, "prune": SPEC}, live)
     assert result["pruned"] == pruned
     assert result["changed"] is bool(pruned)
-    modules = [m for m, _ in fake.calls]
+    modules = [m for m, _args in fake.calls]
     applied = ["kubernetes.core.k8s"] if wanted else []
     deleted = ["kubernetes.core.k8s"] if pruned else []
     assert modules == [*applied, "gpuops.platform.cluster_objects_info", *deleted]
