@@ -300,7 +300,7 @@ def build(
         "prometheus": {"name": meta.get("name"), "namespace": meta.get("namespace")} if prometheus else None,
         "findings": findings,
         "owner_selector": OWNER_SELECTOR,
-        # k8s_apply's prune: the role's objects the variables dropped (where owned.yml reads them)
+        # k8s_apply's prune: the role's objects the variables dropped (the kinds where the role puts them)
         "prune": _owned.prune_spec(
             OWNER_LABELS,
             [
