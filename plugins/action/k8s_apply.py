@@ -124,15 +124,19 @@ class ActionModule(ActionBase):
             first = next(o for o in objs if (o.get("apiVersion"), o.get("kind")) == (api_version, kind))
             name = (first.get("metadata") or {}).get("name")
             queries.append({"api_version": api_version, "kind": kind, "name": name, "metadata_only": True})
+        read = self._read(queries, auth, task_vars)
+        if read.get("failed"):
+            return read
+        return [kinds[i] for i, r in enumerate(read.get("results") or []) if r.get("api_found") is False]
+
+    def _read(self, queries: list[dict[str, Any]], auth: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        """One gpuops.platform.cluster_objects_info run of ``queries`` with the task's connection options."""
         supported = {k: v for k, v in auth.items() if k in READER_AUTH}
-        read = self._execute_module(
+        return self._execute_module(
             module_name="gpuops.platform.cluster_objects_info",
             module_args={**supported, "queries": queries},
             task_vars=task_vars,
         )
-        if read.get("failed"):
-            return read
-        return [kinds[i] for i, r in enumerate(read.get("results") or []) if r.get("api_found") is False]
 
     def _prune(
         self, spec: dict[str, Any], objs: list[dict[str, Any]], auth: dict[str, Any], task_vars: dict[str, Any]
@@ -150,12 +154,7 @@ class ActionModule(ActionBase):
             }
             for k in spec["kinds"]
         ]
-        supported = {k: v for k, v in auth.items() if k in READER_AUTH}
-        read = self._execute_module(
-            module_name="gpuops.platform.cluster_objects_info",
-            module_args={**supported, "queries": queries},
-            task_vars=task_vars,
-        )
+        read = self._read(queries, auth, task_vars)
         if read.get("failed"):
             return read
         live = [o for r in read.get("results") or [] for o in r.get("resources") or []]
