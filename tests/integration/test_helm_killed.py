@@ -134,7 +134,8 @@ def _after_helm(c, ns, rel, tmp, out, before):
 
 
 def _landing_check(c, ns, rel, tmp, out, before):
-    return "TASK [gpuops.platform.helm_release : Read the live object]" in out.read_text()
+    # the read of the live object the landing check compares (the caller's, as the operator roles' wait reads it)
+    return "TASK [Read the live object (the operator roles' validation wait reads it)]" in out.read_text()
 
 
 STEPS = {
