@@ -33,10 +33,7 @@ PLANS: dict[tuple[str, str], tuple[Queries, Plan]] = {
 Objects = list[dict[str, Any]]
 # phase landed: role -> (the objects its plan applied, from the plan; the rule that compares them with the live ones)
 LANDED: dict[str, tuple[Callable[[Mapping[str, Any]], Objects], Callable[[Objects, Objects], Objects]]] = {
-    "kueue": (
-        lambda built: [*built["resource_flavors"], *built["cluster_queues"], *built["local_queues"]],
-        _kueue.landing_findings,
-    ),
+    "kueue": (lambda built: list(built["objects"]), _kueue.landing_findings),
     "monitoring": (lambda built: list(built["objects"]), _monitoring_plan.landing_findings),
     "network_operator": (
         lambda built: [built["nic_cluster_policy"], *built["ip_pools"], *built["networks"]],

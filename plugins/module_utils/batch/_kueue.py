@@ -480,6 +480,8 @@ def build(variables: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], chec
         "resource_flavors": rfs,
         "cluster_queues": cqs,
         "local_queues": lqs,
+        # what the role applies (and its landing check reads back), in apply order: flavors, ClusterQueues, LocalQueues
+        "objects": rfs + cqs + lqs,
         "namespaces": sorted({lq["metadata"]["namespace"] for lq in lqs}),
         "flavors": flavors,
         "flavors_used": sorted(used),
