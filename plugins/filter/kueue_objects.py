@@ -53,8 +53,8 @@ RETURN = r"""
 _value:
   description:
     - C(chart_values), C(resource_flavors), C(cluster_queues), C(local_queues), C(objects) (the three, in apply
-      order), C(namespaces) (those the LocalQueues need), C(flavors) (name, product, nodes, allocatable GPUs), C(flavors_used), C(owner_selector),
-      C(findings), C(crds_present) (Kueue's ClusterQueue CRD among O(crds)).
+      order), C(namespaces) (those the LocalQueues need), C(flavors) (name, product, nodes, allocatable GPUs),
+      C(flavors_used), C(owner_selector), C(findings), C(crds_present) (Kueue's ClusterQueue CRD among O(crds)).
   type: dict
 """
 
