@@ -9,9 +9,9 @@
 
 - :data:`OWNER_LABELS` mark every IPPool and network the role applies (the NicClusterPolicy has the one name the
   operator reconciles and is never pruned); :func:`owned` adds them to a built object.
-- :func:`prune_objects`: the live objects carrying those labels that the variables no longer ask for, in delete
-  order (networks before the IPPools they use). Objects without the labels (made by hand, or by another tool) are
-  never touched.
+- :data:`PRUNE`: gpuops.platform.k8s_apply's ``prune`` option of the role's apply - the live objects carrying those
+  labels that the variables no longer ask for go, in delete order (networks before the IPPools they use). Objects
+  without the labels (made by hand, or by another tool) are never touched.
 - :func:`landing_findings`: every value the role asked for (each leaf of a built object's ``spec`` and its
   labels) must be the live object's value; one finding per object with one evidence line per field, naming the
   field, the wanted and the live value (a field the CRD does not know is pruned by the API server, silently).
@@ -36,7 +36,6 @@ PRUNABLE = (
     ("mellanox.com/v1alpha1", "IPoIBNetwork"),
     ("nv-ipam.nvidia.com/v1alpha1", "IPPool"),
 )
-PRUNABLE_KINDS = tuple(kind for _api, kind in PRUNABLE)
 # k8s_apply's prune option: the networks and pools the role labelled that the variables dropped
 PRUNE = _owned.prune_spec(OWNER_LABELS, [(api, kind, None) for api, kind in PRUNABLE])
 
@@ -44,17 +43,6 @@ PRUNE = _owned.prune_spec(OWNER_LABELS, [(api, kind, None) for api, kind in PRUN
 def owned(obj: Mapping[str, Any]) -> Obj:
     """A copy of ``obj`` with the role's owner labels added (its own labels kept)."""
     return _owned.owned(obj, OWNER_LABELS)
-
-
-def is_owned(obj: Mapping[str, Any]) -> bool:
-    return _owned.is_owned(obj, OWNER_LABELS)
-
-
-def prune_objects(wanted: Iterable[Mapping[str, Any]], live: Iterable[Mapping[str, Any]]) -> list[Obj]:
-    """The live objects the role owns (:data:`OWNER_LABELS`, a kind of :data:`PRUNABLE`) that ``wanted`` no longer
-    holds, as ``{apiVersion, kind, metadata: {name[, namespace]}}`` in delete order (networks, then IPPools; by
-    name within a kind)."""
-    return _owned.prune_objects(wanted, live, OWNER_LABELS, PRUNABLE_KINDS)
 
 
 def landing_findings(wanted: Sequence[Mapping[str, Any]], live: Iterable[Mapping[str, Any]]) -> list[Finding]:

@@ -51,6 +51,11 @@ def test_owned_adds_the_labels_and_keeps_the_objects_own():
 HAND_MADE = {"apiVersion": "mellanox.com/v1alpha1", "kind": "MacvlanNetwork", "metadata": {"name": "by-hand"}}
 
 
+def prune(wanted, cluster):
+    """What k8s_apply's prune deletes with the role's option (PRUNE: its labels, its kinds in delete order)."""
+    return _owned.prune_objects(wanted, cluster, own.PRUNE["labels"], [k["kind"] for k in own.PRUNE["kinds"]])
+
+
 @pytest.mark.parametrize(
     ("wanted", "expected"),
     [
@@ -83,16 +88,13 @@ HAND_MADE = {"apiVersion": "mellanox.com/v1alpha1", "kind": "MacvlanNetwork", "m
 )
 def test_prune_deletes_only_what_the_role_made_and_dropped(wanted, expected):
     cluster = [live(o) for o in WANTED] + [live(HAND_MADE), live(own.owned(POLICY))]
-    assert own.prune_objects(wanted, cluster) == expected
-    # what k8s_apply's prune computes from the role's PRUNE option
-    kinds = [k["kind"] for k in own.PRUNE["kinds"]]
-    assert _owned.prune_objects(wanted, cluster, own.PRUNE["labels"], kinds) == expected
+    assert prune(wanted, cluster) == expected
 
 
 def test_prune_ignores_unlabelled_and_foreign_objects():
     other_role = own.owned(HAND_MADE)
     other_role["metadata"]["labels"]["gpuops.platform/role"] = "sriov_network_operator"
-    assert own.prune_objects([], [live(HAND_MADE), live(other_role), live(own.owned(POLICY))]) == []
+    assert prune([], [live(HAND_MADE), live(other_role), live(own.owned(POLICY))]) == []
 
 
 LANDED = [live(o) for o in [POLICY, *WANTED]]
