@@ -262,31 +262,37 @@ build_registry() { # the CNCF Distribution registry (OCI), the lab's oci:// char
   stamp "$out.tmp" registry; mv "$out.tmp" "$out"
 }
 
-build_kueue() { # the Kueue controller (issue 10), run out of cluster by the lab with its CRDs and webhook manifests
+build_kueue() { # the Kueue controller, run out of cluster by the lab
   local out="$CACHE/bin/kueue-v$KUEUE_VERSION" src="$CACHE/src/kueue-v$KUEUE_VERSION"
-  local mod=sigs.k8s.io/kueue
-  if ok "$out" kueue; then echo "kueue v$KUEUE_VERSION: cached in $out"; return; fi
+  local mod=sigs.k8s.io/kueue patches="metrics-cert-dir visibility-cert-dir"
+  if ok "$out" kueue PATCHES webhook/manifests.yaml && [ "$(cat "$out/PATCHES")" = "$patches" ]; then echo "kueue v$KUEUE_VERSION: cached in $out"; return; fi
   rm -rf "$out" "$out.tmp" "$src"; mkdir -p "$out.tmp" "$(dirname "$src")"
   echo "kueue v$KUEUE_VERSION: building in $src (cold: about 15 min on 2 cores)"
   copy_module "$mod@v$KUEUE_VERSION" "$src"
-  # The one change to upstream code: with internal cert management off the metrics certificate is read from a
-  # hardcoded /etc/kueue/metrics/certs (the chart mounts a Secret there); out of cluster the lab must not write /etc,
-  # so KUEUE_METRICS_CERT_DIR, when set, names the directory instead.
-  local main="$src/cmd/kueue/main.go"
+  # The two changes to upstream code, both certificate directories the chart mounts and upstream hardcodes; out of
+  # cluster the lab writes neither /etc nor /visibility, so an environment variable, when set, names the directory:
+  # - metrics: /etc/kueue/metrics/certs (KUEUE_METRICS_CERT_DIR);
+  # - the visibility API server's serving certificate: /visibility (KUEUE_VISIBILITY_CERT_DIR; an emptyDir in the
+  #   chart, where internal cert management writes a self-signed one).
+  local main="$src/cmd/kueue/main.go" vis="$src/pkg/visibility/server.go"
   grep -q 'metricsCertPath := "/etc/kueue/metrics/certs"' "$main" || { echo "build.sh: $main changed upstream: update the metrics cert patch" >&2; exit 1; }
   sed -i 's|metricsCertPath := "/etc/kueue/metrics/certs"|metricsCertPath := cmp.Or(os.Getenv("KUEUE_METRICS_CERT_DIR"), "/etc/kueue/metrics/certs")|' "$main"
   sed -i '0,/^import (/s//import (\n\t"cmp"/' "$main"
+  grep -q '^	certDir = "/visibility"$' "$vis" || { echo "build.sh: $vis changed upstream: update the visibility cert patch" >&2; exit 1; }
+  sed -i 's|^	certDir = "/visibility"$|	certDir = cmp.Or(os.Getenv("KUEUE_VISIBILITY_CERT_DIR"), "/visibility")|' "$vis"
+  sed -i '0,/^import (/s//import (\n\t"cmp"\n\t"os"/' "$vis"
   (cd "$src" && go build -trimpath -ldflags "-s -w -X $mod/pkg/version.GitVersion=v$KUEUE_VERSION" \
      -o "$out.tmp/kueue" ./cmd/kueue)
-  # The lab installs the controller's own CRDs and registers its webhooks (as URLs on loopback) from the module's
-  # manifests, kept beside the binary: read at run time from the build cache, never committed.
+  echo "$patches" > "$out.tmp/PATCHES"
+  # The lab installs the controller's own CRDs and registers its webhooks from the module's manifests, kept beside the
+  # binary: read at run time from the build cache, never committed.
   mkdir -p "$out.tmp/crd" "$out.tmp/webhook"
   cp "$src"/config/components/crd/bases/*.yaml "$out.tmp/crd/"
   cp "$src/config/components/webhook/manifests.yaml" "$out.tmp/webhook/manifests.yaml"
   local files
   files=$(cd "$out.tmp" && find crd webhook -type f | LC_ALL=C sort)
   # shellcheck disable=SC2086
-  stamp "$out.tmp" kueue $files; mv "$out.tmp" "$out"; rm -rf "$src"
+  stamp "$out.tmp" kueue PATCHES $files; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
 build_volcano() { # the Volcano scheduler and controller-manager (vc-scheduler, vc-controller-manager; no webhook-manager),

@@ -22,13 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import charts, kueue, kwok, nfd, pki, registry, sriov, volcano
+from . import charts, kueue, kwok, nfd, pki, registry, services, sriov, volcano
 from .config import BUILD_SCRIPT, HACK, LabConfig
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
 
 ORDER = (
     "etcd",
+    "service-proxy",
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
@@ -179,7 +180,8 @@ class Lab:
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={d / 'sa.pub'}",
                 f"--service-account-signing-key-file={d / 'sa.key'}",
-                "--service-cluster-ip-range=10.96.0.0/16",
+                f"--service-cluster-ip-range={services.SERVICE_CIDR}",
+                f"--egress-selector-config-file={services.egress_path(c)}",
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 "--profiling=false",
@@ -257,6 +259,8 @@ class Lab:
             return volcano.controller_manager_argv(c)
         if name == "simulator":
             return [sys.executable, "-m", "gpuops_lab.simulator", "--kubeconfig", kc]
+        if name == "service-proxy":
+            return [sys.executable, "-m", "gpuops_lab.services"]
         raise KeyError(name)
 
     def _env(self, name: str) -> dict[str, str]:
@@ -274,6 +278,8 @@ class Lab:
         return env
 
     def _before_start(self, name: str) -> None:
+        if name == "kube-apiserver":
+            services.write_egress_config(self.cfg)
         if name == "chart-registry":
             registry.prepare(self.cfg)
         if name == "nfd-master":
@@ -315,6 +321,8 @@ class Lab:
             return (lambda: self._get(url, self._ssl(client=False)) == b"{}"), f"GET {url}", 15
         if name == "simulator":
             return (lambda: "simulator ready" in self.proc(name).tail(200)), "'simulator ready' in its log", 30
+        if name == "service-proxy":
+            return (lambda: "service-proxy ready" in self.proc(name).tail(20)), "'service-proxy ready' in its log", 15
         if name == "nfd-master":
             url = f"http://127.0.0.1:{p[name]}/healthz"
             return (lambda: self._get(url) is not None), f"GET {url}", 30
@@ -485,6 +493,7 @@ class Lab:
         for name in reversed(ORDER):
             if self.proc(name).stop():
                 stopped.append(name)
+        services.socket_path(self.cfg).unlink(missing_ok=True)  # under /tmp when the state path is long
         if self.cfg.state.exists():
             shutil.rmtree(self.cfg.state)
         return stopped

@@ -10,11 +10,15 @@ What it needs (checked against v0.19.2, ../shared/reference/real-controllers.md)
   CA; metrics and health probe on loopback ports; VisibilityOnDemand off (it needs a hardcoded certificate path);
   the batch/job integration only. The metrics certificate path is hardcoded upstream (/etc/kueue/metrics/certs): the
   build patches it to follow KUEUE_METRICS_CERT_DIR, so the lab writes nothing under /etc;
-- its webhooks registered as URLs on loopback, after it is ready (:func:`webhook_configurations`, from the module's
-  config/components/webhook/manifests.yaml). Only those for Kueue's own kinds and batch/v1 Jobs are registered (the
-  lab enables no other integration; the pod webhook stays unregistered). They have `failurePolicy: Fail`: while
-  Kueue is stopped, Job creation would be refused, so :func:`deregister_webhooks` runs before the lab stops it
-  (Lab.stop_kueue, Lab.down).
+- its webhooks registered after it is ready (:func:`webhook_configurations`, from the module's
+  config/components/webhook/manifests.yaml) on the Service the chart names, `kueue-webhook-service` port 443, as the
+  chart renders them, with the lab CA as caBundle (Kueue's internal certificate management would inject its own).
+  The lab creates that Service (:func:`ensure_service`) and routes it to the webhook's loopback port through its
+  Service network (services.py); the serving certificate carries `kueue-webhook-service.kueue-system.svc`, the name
+  the API server checks. Only the webhooks for Kueue's own kinds and batch/v1 Jobs are registered (the lab enables no
+  other integration; the pod webhook stays unregistered). They have `failurePolicy: Fail`: while Kueue is stopped,
+  Job creation would be refused, so :func:`deregister_webhooks` runs before the lab stops it (Lab.stop_kueue,
+  Lab.down).
 
 Kueue's CRDs carry no conversion webhook in config/components/crd/bases (kustomize adds it): v1beta2 is the storage
 version and the only one the collection writes, so no conversion is ever needed in the lab."""
@@ -39,6 +43,12 @@ WEBHOOK_NAMES = {
     "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
     "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration",
 }
+# The Service the chart's webhooks name (`<fullname>-webhook-service`, values.yaml webhookService.ports) and the name
+# the API server checks in the serving certificate when it calls it
+SERVICE = "kueue-webhook-service"
+SERVICE_PORT = 443
+SERVICE_TARGET_PORT = 9443
+SERVICE_DNS = f"{SERVICE}.{NAMESPACE}.svc"
 # The API groups whose webhooks the lab registers: Kueue's own kinds and batch/v1 Jobs
 WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch"})
 FRAMEWORKS = ("batch/job",)
@@ -83,7 +93,7 @@ def write_files(cfg: LabConfig) -> None:
 
     d = cert_dir(cfg)
     d.mkdir(parents=True, exist_ok=True)
-    if pki.ensure_serving_cert(cfg.pki, "kueue-webhook") or not (d / "tls.crt").is_file():
+    if pki.ensure_serving_cert(cfg.pki, "kueue-webhook", dns=(SERVICE_DNS,)) or not (d / "tls.crt").is_file():
         (d / "tls.crt").write_bytes((cfg.pki / "kueue-webhook.crt").read_bytes())
         (d / "tls.key").write_bytes((cfg.pki / "kueue-webhook.key").read_bytes())
         (d / "tls.key").chmod(0o600)
@@ -99,7 +109,7 @@ def argv(cfg: LabConfig) -> list[str]:
 
 
 def ensure_prereqs(api_client: Any, cfg: LabConfig, timeout: float = 30.0) -> None:
-    """Its CRDs, its namespace and its files, before it starts."""
+    """Its CRDs, its namespace, its webhook Service (routed to its loopback port) and its files, before it starts."""
     for path in crd_files(cfg):
         ensure_crd(api_client, path, timeout)
     try:
@@ -109,12 +119,43 @@ def ensure_prereqs(api_client: Any, cfg: LabConfig, timeout: float = 30.0) -> No
     except client.ApiException as exc:
         if exc.status != 409:
             raise
+    ensure_service(api_client, cfg)
     write_files(cfg)
 
 
+def service_object() -> dict[str, Any]:
+    """The webhook Service as the chart renders it (its name, namespace and port; no selector: the lab's Kueue is no
+    pod, the Service network routes the port to its loopback address)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": SERVICE,
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/component": "webhook-service", "app.kubernetes.io/managed-by": "gpuops-lab"},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "ports": [{"port": SERVICE_PORT, "protocol": "TCP", "targetPort": SERVICE_TARGET_PORT}],
+        },
+    }
+
+
+def ensure_service(api_client: Any, cfg: LabConfig) -> None:
+    from . import services
+
+    try:
+        client.CoreV1Api(api_client).create_namespaced_service(NAMESPACE, service_object())
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    services.add_route(cfg, NAMESPACE, SERVICE, SERVICE_PORT, cfg.ports["kueue-webhook"])
+
+
 def webhook_configurations(cfg: LabConfig, manifests: Path | None = None) -> list[dict[str, Any]]:
-    """Kueue's webhook configurations for the lab: each webhook whose rules touch only :data:`WEBHOOK_GROUPS`, its
-    service reference replaced by https://127.0.0.1:<webhook port><path> and the lab CA as its caBundle."""
+    """Kueue's webhook configurations for the lab: each webhook whose rules touch only :data:`WEBHOOK_GROUPS`, on the
+    chart's Service (:data:`SERVICE` in :data:`NAMESPACE`, port 443, the manifest's path) with the lab CA as its
+    caBundle."""
     manifests = manifests or cfg.bindir("kueue") / "webhook" / "manifests.yaml"
     if not manifests.is_file():
         raise LabError(f"no Kueue webhook manifests at {manifests}: rebuild it (hack/cluster/build.sh kueue)")
@@ -129,10 +170,8 @@ def webhook_configurations(cfg: LabConfig, manifests: Path | None = None) -> lis
             if not groups or not groups <= WEBHOOK_GROUPS:
                 continue
             path = hook["clientConfig"]["service"]["path"]
-            hook = {
-                **hook,
-                "clientConfig": {"url": f"https://127.0.0.1:{cfg.ports['kueue-webhook']}{path}", "caBundle": ca},
-            }
+            service = {"name": SERVICE, "namespace": NAMESPACE, "path": path, "port": SERVICE_PORT}
+            hook = {**hook, "clientConfig": {"service": service, "caBundle": ca}}
             hooks.append(hook)
         if not hooks:
             raise LabError(

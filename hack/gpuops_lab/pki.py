@@ -98,16 +98,21 @@ def ensure_pki(d: Path) -> bool:
     return True
 
 
-def ensure_serving_cert(d: Path, name: str) -> bool:
-    """A serving certificate <d>/<name>.crt/.key for 127.0.0.1 and localhost, signed by the lab CA (ensure_pki
-    first); made once. Returns True when created."""
+def ensure_serving_cert(d: Path, name: str, dns: tuple[str, ...] = ()) -> bool:
+    """A serving certificate <d>/<name>.crt/.key for 127.0.0.1, localhost and the names in `dns` (a Service's
+    `<name>.<namespace>.svc`, the name the API server checks when it calls a webhook on a Service), signed by the lab
+    CA (ensure_pki first); made once. Returns True when created."""
     crt, key_file = d / f"{name}.crt", d / f"{name}.key"
     if crt.is_file() and key_file.is_file():
         return False
     ca_key = serialization.load_pem_private_key((d / "ca.key").read_bytes(), password=None)
     ca = x509.load_pem_x509_certificate((d / "ca.crt").read_bytes())
     key = _key()
-    sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    sans = [
+        x509.DNSName("localhost"),
+        *(x509.DNSName(n) for n in dns),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
     cert = _cert(_name(name), ca.subject, key.public_key(), ca_key, server=True, sans=sans)
     key_file.write_bytes(_pem_key(key))
     key_file.chmod(0o600)

@@ -66,7 +66,7 @@ def test_ports_follow_nfd_master_and_config_binds_loopback(tmp_path):
     assert kueue.env(cfg)["KUEUE_METRICS_CERT_DIR"] == str(kueue.cert_dir(cfg))
 
 
-def test_webhooks_only_for_kueue_kinds_and_jobs_as_loopback_urls(tmp_path):
+def test_webhooks_only_for_kueue_kinds_and_jobs_on_the_charts_service(tmp_path):
     cfg = _cfg(tmp_path)
     path = tmp_path / "manifests.yaml"
     path.write_text(MANIFESTS)
@@ -80,7 +80,12 @@ def test_webhooks_only_for_kueue_kinds_and_jobs_as_loopback_urls(tmp_path):
     assert [w["name"] for w in validating["webhooks"]] == ["vclusterqueue.kb.io"]
     cc = mutating["webhooks"][0]["clientConfig"]
     assert cc == {
-        "url": "https://127.0.0.1:30293/mutate-batch-v1-job",
+        "service": {
+            "name": "kueue-webhook-service",
+            "namespace": "kueue-system",
+            "path": "/mutate-batch-v1-job",
+            "port": 443,
+        },
         "caBundle": base64.b64encode(b"CA PEM").decode(),
     }
     assert mutating["webhooks"][0]["failurePolicy"] == "Fail"
@@ -93,3 +98,10 @@ def test_missing_manifests_name_the_rebuild(tmp_path):
 
     with pytest.raises(LabError, match="build.sh kueue"):
         kueue.webhook_configurations(_cfg(tmp_path), tmp_path / "nope.yaml")
+
+
+def test_webhook_service_as_the_chart_names_it():
+    svc = kueue.service_object()
+    assert (svc["metadata"]["namespace"], svc["metadata"]["name"]) == ("kueue-system", "kueue-webhook-service")
+    assert svc["spec"]["ports"] == [{"port": 443, "protocol": "TCP", "targetPort": 9443}]
+    assert kueue.SERVICE_DNS == "kueue-webhook-service.kueue-system.svc"
