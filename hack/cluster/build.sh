@@ -159,9 +159,8 @@ build_sriov_chart() { # the upstream SR-IOV Network Operator Helm chart (named s
     deployment/sriov-network-operator-chart sriov-network-operator-chart
 }
 
-build_kueue_chart() { # the upstream Kueue Helm chart (charts/kueue; its Chart.yaml in git says 0.19.2): fetched for the
-  # tests, which check the kueue fixture chart and the kueue role's values against it; the lab serves the fixture
-  # (docs/local-lab.md, "Upstream charts the lab does not serve yet")
+build_kueue_chart() { # the upstream Kueue Helm chart (charts/kueue; its Chart.yaml in git says 0.19.2), served by the
+  # lab's chart repository (the kueue role installs it; the lab's kubelet runs the controller for its pod)
   fetch_chart kueue sigs.k8s.io/kueue "$KUEUE_VERSION" charts/kueue kueue
 }
 
@@ -262,10 +261,11 @@ build_registry() { # the CNCF Distribution registry (OCI), the lab's oci:// char
   stamp "$out.tmp" registry; mv "$out.tmp" "$out"
 }
 
-build_kueue() { # the Kueue controller, run out of cluster by the lab
+build_kueue() { # the Kueue controller, run out of cluster by the lab's kubelet (hack/gpuops_lab/kubelet.py) for the
+  # upstream chart's pod
   local out="$CACHE/bin/kueue-v$KUEUE_VERSION" src="$CACHE/src/kueue-v$KUEUE_VERSION"
   local mod=sigs.k8s.io/kueue patches="metrics-cert-dir visibility-cert-dir"
-  if ok "$out" kueue PATCHES webhook/manifests.yaml && [ "$(cat "$out/PATCHES")" = "$patches" ]; then echo "kueue v$KUEUE_VERSION: cached in $out"; return; fi
+  if ok "$out" kueue PATCHES && [ "$(cat "$out/PATCHES")" = "$patches" ]; then echo "kueue v$KUEUE_VERSION: cached in $out"; return; fi
   rm -rf "$out" "$out.tmp" "$src"; mkdir -p "$out.tmp" "$(dirname "$src")"
   echo "kueue v$KUEUE_VERSION: building in $src (cold: about 15 min on 2 cores)"
   copy_module "$mod@v$KUEUE_VERSION" "$src"
@@ -284,15 +284,8 @@ build_kueue() { # the Kueue controller, run out of cluster by the lab
   (cd "$src" && go build -trimpath -ldflags "-s -w -X $mod/pkg/version.GitVersion=v$KUEUE_VERSION" \
      -o "$out.tmp/kueue" ./cmd/kueue)
   echo "$patches" > "$out.tmp/PATCHES"
-  # The lab installs the controller's own CRDs and registers its webhooks from the module's manifests, kept beside the
-  # binary: read at run time from the build cache, never committed.
-  mkdir -p "$out.tmp/crd" "$out.tmp/webhook"
-  cp "$src"/config/components/crd/bases/*.yaml "$out.tmp/crd/"
-  cp "$src/config/components/webhook/manifests.yaml" "$out.tmp/webhook/manifests.yaml"
-  local files
-  files=$(cd "$out.tmp" && find crd webhook -type f | LC_ALL=C sort)
-  # shellcheck disable=SC2086
-  stamp "$out.tmp" kueue PATCHES $files; mv "$out.tmp" "$out"; rm -rf "$src"
+  # its CRDs, webhooks and Configuration come from the upstream chart (kueue-chart), as in a cluster
+  stamp "$out.tmp" kueue PATCHES; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
 build_volcano() { # the Volcano scheduler and controller-manager (vc-scheduler, vc-controller-manager; no webhook-manager),
@@ -358,6 +351,6 @@ case "$what" in
   # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS; the NFD and SR-IOV charts too: the chart
   # repository packages every upstream chart it serves): no OCI registry, SR-IOV operator or Volcano, nor the Kueue and
   # Volcano charts only the tests read
-  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov_chart; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue ;;
+  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov_chart; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue; build_kueue_chart ;;
   *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|nfd-chart|sriov|sriov-chart|registry|prometheus|alertmanager|kube-state-metrics|node-exporter|kueue|kueue-chart|volcano|volcano-chart|helm-diff]" >&2; exit 2 ;;
 esac

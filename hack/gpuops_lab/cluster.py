@@ -1,8 +1,8 @@
 """The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (built from
-their Go modules), kwok for simulated nodes, the local chart repository, the real nfd-master (labels
-nodes from the NodeFeature objects the simulator publishes), the real SR-IOV Network Operator (sriov.py), the real
-Kueue controller (kueue.py), the real Volcano scheduler and controller-manager (volcano.py) and the operator
-simulator.
+their Go modules), the Service network (services.py), kwok for simulated nodes, the local chart repository, the real
+nfd-master (labels nodes from the NodeFeature objects the simulator publishes), the real SR-IOV Network Operator
+(sriov.py), the lab's kubelet (kubelet.py: the real Kueue controller for the upstream chart's pod, kueue.py), the real
+Volcano scheduler and controller-manager (volcano.py) and the operator simulator.
 
 up() is idempotent (already running parts are reported and left alone); down() stops every process
 it started, by PID, and removes the state directory."""
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import charts, kueue, kwok, nfd, pki, registry, services, sriov, volcano
+from . import charts, kwok, nfd, pki, registry, services, sriov, volcano
 from .config import BUILD_SCRIPT, HACK, LabConfig
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
@@ -38,7 +38,7 @@ ORDER = (
     "chart-registry",
     "nfd-master",
     "sriov-network-operator",
-    "kueue",
+    "kubelet",
     "vc-scheduler",
     "vc-controller-manager",
     "simulator",
@@ -182,6 +182,14 @@ class Lab:
                 f"--service-account-signing-key-file={d / 'sa.key'}",
                 f"--service-cluster-ip-range={services.SERVICE_CIDR}",
                 f"--egress-selector-config-file={services.egress_path(c)}",
+                # the aggregation layer (Kueue's visibility API): its client certificate and the request headers
+                f"--proxy-client-cert-file={d / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={d / 'front-proxy-client.key'}",
+                f"--requestheader-client-ca-file={d / 'front-proxy-ca.crt'}",
+                f"--requestheader-allowed-names={pki.FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 "--profiling=false",
@@ -251,8 +259,8 @@ class Lab:
                 f"--metrics-bind-address=127.0.0.1:{p['sriov-metrics']}",
                 f"--health-probe-bind-address=127.0.0.1:{p['sriov-probe']}",
             ]
-        if name == "kueue":
-            return kueue.argv(c)
+        if name == "kubelet":
+            return [sys.executable, "-m", "gpuops_lab.kubelet"]
         if name == "vc-scheduler":
             return volcano.argv(c)
         if name == "vc-controller-manager":
@@ -271,8 +279,6 @@ class Lab:
             env.update(registry.env())
         if name == "sriov-network-operator":
             env.update(sriov.env(self.cfg.versions[sriov.VERSION_KEY]), KUBECONFIG=str(self.cfg.kubeconfig))
-        if name == "kueue":
-            env.update(kueue.env(self.cfg))
         if name == "vc-scheduler":
             env.update(volcano.env(self.cfg))
         return env
@@ -291,14 +297,8 @@ class Lab:
             from kubernetes import config
 
             sriov.ensure_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)), cfg=self.cfg)
-        if name == "kueue":
-            kueue.ensure_prereqs(self._api(), self.cfg)
         if name == "vc-scheduler":
             volcano.ensure_prereqs(self._api(), self.cfg)
-
-    def _after_ready(self, name: str) -> None:
-        if name == "kueue":  # its webhooks answer only once it is ready (failurePolicy Fail)
-            kueue.register_webhooks(self._api(), self.cfg)
 
     def _api(self):  # noqa: ANN202 - a kubernetes ApiClient for the lab's admin kubeconfig
         from kubernetes import config
@@ -329,9 +329,8 @@ class Lab:
         if name == "sriov-network-operator":
             url = f"http://127.0.0.1:{p['sriov-probe']}/readyz"
             return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
-        if name == "kueue":
-            url = f"http://127.0.0.1:{p['kueue-probe']}/readyz"
-            return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
+        if name == "kubelet":
+            return (lambda: "kubelet ready" in self.proc(name).tail(50)), "'kubelet ready' in its log", 30
         if name == "vc-scheduler":  # it serves /healthz once it has created the default and root Queues
             url = f"http://127.0.0.1:{p['volcano-healthz']}/healthz"
             return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
@@ -369,10 +368,11 @@ class Lab:
                 ("sriov-network-operator metrics", p["sriov-metrics"]),
                 ("sriov-network-operator health probe", p["sriov-probe"]),
             ],
-            "kueue": [
+            "kubelet": [  # the controllers it runs (kubelet.WORKLOADS)
                 ("kueue webhook", p["kueue-webhook"]),
                 ("kueue metrics", p["kueue-metrics"]),
                 ("kueue health probe", p["kueue-probe"]),
+                ("kueue visibility API", p["kueue-visibility"]),
             ],
             "vc-scheduler": [
                 ("vc-scheduler metrics", p["volcano-metrics"]),
@@ -421,7 +421,6 @@ class Lab:
             proc.start(self._argv(name), env=self._env(name), cwd=cwd)
             ready, what, timeout = self._ready_probe(name)
             wait_until(proc, ready, timeout, what)
-            self._after_ready(name)
             self.say(f"  {name}: ready (pid {proc.pid()}, log {proc.log})")
             if name == "chart-registry":  # the push runs while the next components start; joined below
                 pushing = threading.Thread(target=self._push_charts, args=(pushed,), daemon=True)
@@ -467,15 +466,6 @@ class Lab:
         for name in self.components():
             self.proc(name).check()
 
-    def stop_kueue(self) -> bool:
-        """Stop the Kueue controller, its webhook configurations first (failurePolicy Fail: left registered, they
-        would refuse every Job while it is stopped). `up` starts it again. Returns False when it was not running."""
-        if self.proc("kueue").pid() is None:
-            return False
-        if self.apiserver_ready():
-            kueue.deregister_webhooks(self._api())
-        return self.proc("kueue").stop()
-
     def cpu(self) -> dict[str, float]:
         """CPU seconds each running lab process has used so far (make test prints it at `down`: what a lab costs)."""
         from . import monitoring
@@ -489,10 +479,11 @@ class Lab:
 
         stopped = [eda.PROC] if eda.down(self.cfg) else []
         stopped += monitoring.stop(self.cfg)
-        stopped += ["kueue"] if self.stop_kueue() else []
         for name in reversed(ORDER):
             if self.proc(name).stop():
                 stopped.append(name)
+            if name == "kubelet" and self.proc("kueue").stop():  # the kubelet stops it; left by a kubelet that died
+                stopped.append("kueue")
         services.socket_path(self.cfg).unlink(missing_ok=True)  # under /tmp when the state path is long
         if self.cfg.state.exists():
             shutil.rmtree(self.cfg.state)

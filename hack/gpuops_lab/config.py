@@ -16,12 +16,16 @@ CHARTS_DIR = REPO / "tests" / "fixtures" / "charts"
 # versions.env key of its pinned version. hack/cluster/build.sh copies each out of its Go module zip into
 # <cache>/charts/<name>-v<version>/<name> (with a SHA256SUMS stamp); charts.py packages it at that version.
 # The SR-IOV Network Operator's chart is named sriov-network-operator-chart (deployment/sriov-network-operator-chart).
-UPSTREAM_CHARTS = {"node-feature-discovery": "NFD_VERSION", "sriov-network-operator-chart": "SRIOV_VERSION"}
+UPSTREAM_CHARTS = {
+    "node-feature-discovery": "NFD_VERSION",
+    "sriov-network-operator-chart": "SRIOV_VERSION",
+    "kueue": "KUEUE_VERSION",
+}
 # Upstream charts build.sh fetches the same way for the tests only (tests/unit/charts/test_upstream_charts.py checks the
 # fixture of the same name and the roles' values against them); the lab still serves the fixture: upstream's charts
 # register admission webhooks, CRD conversion webhooks and (Kueue) an aggregated API on in-cluster Services the lab's
 # host-process controllers do not serve (docs/local-lab.md, "Upstream charts the lab does not serve yet").
-CHECKED_CHARTS = {"kueue": "KUEUE_VERSION", "volcano": "VOLCANO_VERSION"}
+CHECKED_CHARTS = {"volcano": "VOLCANO_VERSION"}
 LOCAL_INVENTORY = REPO / "inventories" / "local" / "hosts.yml"
 
 # name -> (env var, default)
@@ -39,11 +43,12 @@ PORT_DEFAULTS = {
     # (+1, +2), so a lab whose ports are all shifted by one offset needs no new variable
     "sriov-metrics": ("GPUOPS_LAB_SRIOV_METRICS_PORT", 20291),
     "sriov-probe": ("GPUOPS_LAB_SRIOV_PROBE_PORT", 20292),
-    # the real Kueue controller's webhook, metrics and health probe servers (kueue.py), on loopback; unset, they
-    # follow the nfd-master port (+3, +4, +5) as the SR-IOV ports do
+    # the real Kueue controller's webhook, metrics, health probe and visibility API servers (kueue.py), on loopback;
+    # unset, they follow the nfd-master port (+3, +4, +5, +10) as the SR-IOV ports do
     "kueue-webhook": ("GPUOPS_LAB_KUEUE_WEBHOOK_PORT", 20293),
     "kueue-metrics": ("GPUOPS_LAB_KUEUE_METRICS_PORT", 20294),
     "kueue-probe": ("GPUOPS_LAB_KUEUE_PROBE_PORT", 20295),
+    "kueue-visibility": ("GPUOPS_LAB_KUEUE_VISIBILITY_PORT", 20300),
     # the real Volcano scheduler's metrics and healthz servers (volcano.py), on loopback; unset, they follow the
     # nfd-master port (+6, +7) as the Kueue ports do
     "volcano-metrics": ("GPUOPS_LAB_VOLCANO_METRICS_PORT", 20296),
@@ -112,6 +117,7 @@ class LabConfig:
             "kueue-webhook": ("nfd-master", 3),
             "kueue-metrics": ("nfd-master", 4),
             "kueue-probe": ("nfd-master", 5),
+            "kueue-visibility": ("nfd-master", 10),
             "volcano-metrics": ("nfd-master", 6),
             "volcano-healthz": ("nfd-master", 7),
             "volcano-cm-metrics": ("nfd-master", 8),

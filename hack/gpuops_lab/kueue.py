@@ -1,238 +1,198 @@
-"""Kueue in the lab: the real controller (sigs.k8s.io/kueue v0.19.2, cmd/kueue, built by hack/cluster/build.sh)
-runs out of cluster against the lab's API server and admits Jobs for real (quota, cohorts, borrowing, preemption,
-flavors); kwok runs the pods it lets start. Nothing of Kueue is simulated.
+"""Kueue in the lab: the real controller (sigs.k8s.io/kueue v0.19.2, cmd/kueue, built by hack/cluster/build.sh),
+installed by upstream's own chart (charts/kueue at v0.19.2, served by the lab's chart repository) and run by the
+lab's kubelet (kubelet.py) for the chart's controller-manager pod, out of cluster against the lab's API server. It
+admits Jobs for real (quota, cohorts, borrowing, preemption, flavors); kwok runs the pods it lets start. Nothing of
+Kueue is simulated.
 
-What it needs (checked against v0.19.2, ../shared/reference/real-controllers.md):
-- its CRDs (config/components/crd/bases, copied beside the binary at build time: read from the build cache, never
-  committed) before it starts, and its namespace (the Configuration's `namespace`);
-- a Configuration file (:func:`config`): leader election off; internal cert management off (on, it waits for a
-  Secret-mounted certificate and hangs); the webhook server on 127.0.0.1 with a serving certificate signed by the lab
-  CA; metrics and health probe on loopback ports; VisibilityOnDemand off (it needs a hardcoded certificate path);
-  the batch/job integration only. The metrics certificate path is hardcoded upstream (/etc/kueue/metrics/certs): the
-  build patches it to follow KUEUE_METRICS_CERT_DIR, so the lab writes nothing under /etc;
-- its webhooks registered after it is ready (:func:`webhook_configurations`, from the module's
-  config/components/webhook/manifests.yaml) on the Service the chart names, `kueue-webhook-service` port 443, as the
-  chart renders them, with the lab CA as caBundle (Kueue's internal certificate management would inject its own).
-  The lab creates that Service (:func:`ensure_service`) and routes it to the webhook's loopback port through its
-  Service network (services.py); the serving certificate carries `kueue-webhook-service.kueue-system.svc`, the name
-  the API server checks. Only the webhooks for Kueue's own kinds and batch/v1 Jobs are registered (the lab enables no
-  other integration; the pod webhook stays unregistered). They have `failurePolicy: Fail`: while Kueue is stopped,
-  Job creation would be refused, so :func:`deregister_webhooks` runs before the lab stops it (Lab.stop_kueue,
-  Lab.down).
+What the chart installs and the lab serves (checked against v0.19.2, ../shared/reference/real-controllers.md):
+- its CRDs (templates, with a conversion webhook on `<release>-webhook-service`), its admission webhook
+  configurations (every integration's, on the same Service) and the visibility APIServices (on
+  `<release>-visibility-server`, `insecureSkipTLSVerify`): the kubelet routes both Services to the controller's
+  loopback ports through the lab's Service network (services.py);
+- its Configuration (the ConfigMap `<release>-manager-config`, what the kueue role writes): the kubelet runs the
+  controller with it as the pod would, with only what running out of cluster needs changed (:func:`lab_config`):
+  loopback addresses and the lab's ports in place of the container ports, the pod's namespace (in a pod, read from
+  its service-account mount), the webhook certificate directory where the kubelet writes the pod's Secret volume;
+- its internal certificate management (the chart's default): Kueue writes its CA and serving certificate into the
+  Secret `<release>-webhook-server-cert` and injects the CA into the webhook configurations and the CRDs' conversion
+  webhooks itself; it waits until the certificate appears in its certificate directory, which the kubelet's Secret
+  volume sync makes happen;
+- the two certificate directories upstream hardcodes (metrics `/etc/kueue/metrics/certs`, visibility `/visibility`)
+  follow KUEUE_METRICS_CERT_DIR / KUEUE_VISIBILITY_CERT_DIR (build patches): under the pod's directory.
 
-Kueue's CRDs carry no conversion webhook in config/components/crd/bases (kustomize adds it): v1beta2 is the storage
-version and the only one the collection writes, so no conversion is ever needed in the lab."""
+The controller runs while the release's pod does: `helm uninstall` (the role's kueue_state=absent) stops it. A lab
+that needs Kueue without the role installs the chart with :func:`install` (hack/tests/integration/test_kueue_lab.py)."""
 
 from __future__ import annotations
 
-import base64
+import json
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client
 
 from .config import LabConfig
 from .errors import LabError
-from .k8s import ensure_crd
+from .pods import Workload, container, host_path
 
 VERSION_KEY = "KUEUE_VERSION"
-NAMESPACE = "kueue-system"
-# What the chart names them (its webhook templates prefix the release's fullname, `kueue`)
-WEBHOOK_NAMES = {
-    "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
-    "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration",
-}
-# The Service the chart's webhooks name (`<fullname>-webhook-service`, values.yaml webhookService.ports) and the name
-# the API server checks in the serving certificate when it calls it
-SERVICE = "kueue-webhook-service"
-SERVICE_PORT = 443
-SERVICE_TARGET_PORT = 9443
-SERVICE_DNS = f"{SERVICE}.{NAMESPACE}.svc"
-# The API groups whose webhooks the lab registers: Kueue's own kinds and batch/v1 Jobs
-WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch"})
-FRAMEWORKS = ("batch/job",)
+CHART = "kueue"
+NAMESPACE = "kueue-system"  # the lab's own release (install); the role's kueue_namespace default too
+RELEASE = "kueue"
+CONFIG_MOUNT = "/controller_manager_config.yaml"
+DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # noqa: S108 - Kueue's default (the chart mounts it)
+METRICS_CERT_DIR = "/etc/kueue/metrics/certs"
+VISIBILITY_CERT_DIR = "/visibility"
+# the container ports of the chart's manager container (templates/manager/manager.yaml) -> the lab's port names
+CONTAINER_PORTS = {9443: "kueue-webhook", 8081: "kueue-probe", 8443: "kueue-metrics", 8082: "kueue-visibility"}
 
 
-def crd_files(cfg: LabConfig) -> list[Path]:
-    files = sorted((cfg.bindir("kueue") / "crd").glob("*.yaml"))
-    if not files:
-        raise LabError(f"no Kueue CRDs in {cfg.bindir('kueue')}/crd: rebuild it (hack/cluster/build.sh kueue)")
-    return files
+def container_ports(cfg: LabConfig) -> dict[int, int]:
+    return {port: cfg.ports[name] for port, name in CONTAINER_PORTS.items()}
 
 
-def cert_dir(cfg: LabConfig) -> Path:
-    return cfg.state / "kueue-certs"
-
-
-def config_path(cfg: LabConfig) -> Path:
-    return cfg.state / "kueue.yaml"
-
-
-def config(cfg: LabConfig) -> dict[str, Any]:
+def lab_config(cfg: LabConfig, chart_config: dict[str, Any], namespace: str, root: Path) -> dict[str, Any]:
+    """The chart's Configuration as this controller runs it out of cluster: the same document with the servers on
+    loopback at the lab's ports, the pod's namespace (also the leader-election Lease's, unless the document names
+    one: in a pod both come from its service-account mount), and the webhook certificate directory under the pod's
+    root."""
+    conf = json.loads(json.dumps(chart_config))
     p = cfg.ports
-    return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "namespace": NAMESPACE,
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{p['kueue-probe']}"},
-        "metrics": {"bindAddress": f"127.0.0.1:{p['kueue-metrics']}"},
-        "webhook": {"host": "127.0.0.1", "port": p["kueue-webhook"], "certDir": str(cert_dir(cfg))},
-        "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
-        "manageJobsWithoutQueueName": False,
-        "integrations": {"frameworks": list(FRAMEWORKS)},
-        "featureGates": {"VisibilityOnDemand": False},
+    conf["namespace"] = namespace
+    election = conf.get("leaderElection") or {}
+    if election.get("leaderElect") and not election.get("resourceNamespace"):  # in a pod: its service-account mount's
+        conf["leaderElection"] = {**election, "resourceNamespace": namespace}
+    conf.setdefault("health", {})["healthProbeBindAddress"] = f"127.0.0.1:{p['kueue-probe']}"
+    conf.setdefault("metrics", {})["bindAddress"] = f"127.0.0.1:{p['kueue-metrics']}"
+    webhook = conf.setdefault("webhook", {})
+    cert_dir = webhook.get("certDir") or DEFAULT_CERT_DIR
+    webhook.update(host="127.0.0.1", port=p["kueue-webhook"], certDir=str(host_path(root, cert_dir)))
+    conf["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": p["kueue-visibility"]}
+    conf.pop("pprofBindAddress", None)
+    return conf
+
+
+def prepare(cfg: LabConfig, pod: dict[str, Any], root: Path) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of the pod's manager container, out of cluster (kubelet.Workload.prepare)."""
+    args = list(container(pod, WORKLOAD.container).get("args") or [])
+    config_arg = next((a for a in args if a.startswith("--config=")), None)
+    if config_arg is None:
+        raise LabError(f"pod {pod['metadata']['name']}: its manager container has no --config argument")
+    chart_config = yaml.safe_load(host_path(root, config_arg.split("=", 1)[1]).read_text()) or {}
+    conf = lab_config(cfg, chart_config, pod["metadata"]["namespace"], root)
+    path = root / "lab-config.yaml"
+    path.write_text(yaml.safe_dump(conf, sort_keys=False))
+    for d in (conf["webhook"]["certDir"], host_path(root, METRICS_CERT_DIR), host_path(root, VISIBILITY_CERT_DIR)):
+        Path(d).mkdir(parents=True, exist_ok=True)
+    argv = [str(cfg.binary("kueue")), f"--config={path}", f"--kubeconfig={cfg.kubeconfig}"]
+    argv += [a for a in args if a != config_arg]
+    env = {
+        "KUBECONFIG": str(cfg.kubeconfig),
+        "KUEUE_METRICS_CERT_DIR": str(host_path(root, METRICS_CERT_DIR)),
+        "KUEUE_VISIBILITY_CERT_DIR": str(host_path(root, VISIBILITY_CERT_DIR)),
     }
+    return argv, env
 
 
-def write_files(cfg: LabConfig) -> None:
-    """The Configuration and the serving certificate (tls.crt/tls.key in the webhook's certDir, also the metrics
-    certificate through KUEUE_METRICS_CERT_DIR), signed by the lab CA."""
-    from . import pki
-
-    d = cert_dir(cfg)
-    d.mkdir(parents=True, exist_ok=True)
-    if pki.ensure_serving_cert(cfg.pki, "kueue-webhook", dns=(SERVICE_DNS,)) or not (d / "tls.crt").is_file():
-        (d / "tls.crt").write_bytes((cfg.pki / "kueue-webhook.crt").read_bytes())
-        (d / "tls.key").write_bytes((cfg.pki / "kueue-webhook.key").read_bytes())
-        (d / "tls.key").chmod(0o600)
-    config_path(cfg).write_text(yaml.safe_dump(config(cfg), sort_keys=False))
+WORKLOAD = Workload(
+    name="kueue",
+    selector={"app.kubernetes.io/name": "kueue", "control-plane": "controller-manager"},
+    container="manager",
+    ports=container_ports,
+    prepare=prepare,
+)
 
 
-def env(cfg: LabConfig) -> dict[str, str]:
-    return {"KUBECONFIG": str(cfg.kubeconfig), "KUEUE_METRICS_CERT_DIR": str(cert_dir(cfg))}
+def install_argv(cfg: LabConfig, namespace: str = NAMESPACE, values_file: Path | None = None) -> list[str]:
+    """`helm upgrade --install` of the upstream chart from the lab's repository, waited on (its pod is Ready once
+    Kueue's readiness probe answers)."""
+    argv = [
+        str(cfg.binary("helm")),
+        f"--kubeconfig={cfg.kubeconfig}",
+        "upgrade",
+        "--install",
+        RELEASE,
+        CHART,
+        f"--repo={cfg.chart_repo_url}",
+        f"--version={cfg.upstream_chart_version(CHART)}",
+        f"--namespace={namespace}",
+        "--create-namespace",
+        "--wait",
+        "--timeout=180s",
+    ]
+    return [*argv, f"--values={values_file}"] if values_file else argv
 
 
-def argv(cfg: LabConfig) -> list[str]:
-    return [str(cfg.binary("kueue")), f"--config={config_path(cfg)}", "--zap-log-level=info"]
+def install(cfg: LabConfig, namespace: str = NAMESPACE, values: dict[str, Any] | None = None) -> None:
+    """Install (or upgrade) the lab's own Kueue release: for tests that need Kueue without the kueue role."""
+    values_file = None
+    if values:
+        values_file = cfg.state / f"kueue-values-{namespace}.json"
+        values_file.write_text(json.dumps(values))
+    r = subprocess.run(install_argv(cfg, namespace, values_file), capture_output=True, text=True, check=False)  # noqa: S603
+    if r.returncode != 0:
+        raise LabError(f"helm install of the Kueue chart failed: {r.stderr.strip() or r.stdout.strip()}")
 
 
-def ensure_prereqs(api_client: Any, cfg: LabConfig, timeout: float = 30.0) -> None:
-    """Its CRDs, its namespace, its webhook Service (routed to its loopback port) and its files, before it starts."""
-    for path in crd_files(cfg):
-        ensure_crd(api_client, path, timeout)
-    try:
-        client.CoreV1Api(api_client).create_namespace(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-    ensure_service(api_client, cfg)
-    write_files(cfg)
+GROUP = "kueue.x-k8s.io"
 
 
-def service_object() -> dict[str, Any]:
-    """The webhook Service as the chart renders it (its name, namespace and port; no selector: the lab's Kueue is no
-    pod, the Service network routes the port to its loopback address)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": SERVICE,
-            "namespace": NAMESPACE,
-            "labels": {"app.kubernetes.io/component": "webhook-service", "app.kubernetes.io/managed-by": "gpuops-lab"},
-        },
-        "spec": {
-            "type": "ClusterIP",
-            "ports": [{"port": SERVICE_PORT, "protocol": "TCP", "targetPort": SERVICE_TARGET_PORT}],
-        },
-    }
+def delete_objects(api_client: Any, timeout: float = 60.0) -> int:
+    """Delete every object of Kueue's API group and wait until they are gone, while Kueue runs: it holds finalizers on
+    its queues, flavors and workloads and removes them only when it runs (stopped first, the CRDs' deletion would wait
+    on them forever - as in a cluster, where the kueue role deletes its queues before the release). Returns how many
+    were deleted."""
+    from kubernetes import client, dynamic
+
+    dyn = dynamic.DynamicClient(api_client)
+    crds = client.ApiextensionsV1Api(api_client).list_custom_resource_definition().items
+    kinds = [
+        (c.spec.names.kind, next(v.name for v in c.spec.versions if v.storage)) for c in crds if c.spec.group == GROUP
+    ]
+    deleted = 0
+    for kind, version in kinds:
+        res = dyn.resources.get(api_version=f"{GROUP}/{version}", kind=kind)
+        for obj in res.get().items:
+            res.delete(name=obj.metadata.name, namespace=obj.metadata.namespace)
+            deleted += 1
+    deadline = time.monotonic() + timeout
+    for kind, version in kinds:
+        res = dyn.resources.get(api_version=f"{GROUP}/{version}", kind=kind)
+        while left := res.get().items:
+            if time.monotonic() > deadline:
+                names = ", ".join(f"{o.metadata.namespace or ''}/{o.metadata.name}" for o in left)
+                raise LabError(f"Kueue did not release its {kind} objects within {timeout:.0f}s: {names}")
+            time.sleep(0.5)
+    return deleted
 
 
-def ensure_service(api_client: Any, cfg: LabConfig) -> None:
-    from . import services
+def uninstall(cfg: LabConfig, namespace: str = NAMESPACE, timeout: float = 30.0) -> None:
+    """Uninstall the lab's Kueue release: Kueue's objects first, while it runs (:func:`delete_objects`), then its
+    aggregated ClusterRoles (as helm_release_apply does: uninstalled with the roles they aggregate,
+    kube-controller-manager's clusterrole-aggregation controller creates them again without Helm's labels, and the
+    next install refuses them), then the release."""
+    from kubernetes import client, config
 
-    try:
-        client.CoreV1Api(api_client).create_namespaced_service(NAMESPACE, service_object())
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-    services.add_route(cfg, NAMESPACE, SERVICE, SERVICE_PORT, cfg.ports["kueue-webhook"])
-
-
-def webhook_configurations(cfg: LabConfig, manifests: Path | None = None) -> list[dict[str, Any]]:
-    """Kueue's webhook configurations for the lab: each webhook whose rules touch only :data:`WEBHOOK_GROUPS`, on the
-    chart's Service (:data:`SERVICE` in :data:`NAMESPACE`, port 443, the manifest's path) with the lab CA as its
-    caBundle."""
-    manifests = manifests or cfg.bindir("kueue") / "webhook" / "manifests.yaml"
-    if not manifests.is_file():
-        raise LabError(f"no Kueue webhook manifests at {manifests}: rebuild it (hack/cluster/build.sh kueue)")
-    ca = base64.b64encode((cfg.pki / "ca.crt").read_bytes()).decode()
-    out = []
-    for doc in yaml.safe_load_all(manifests.read_text()):
-        if not doc or doc.get("kind") not in WEBHOOK_NAMES:
-            continue
-        hooks = []
-        for hook in doc.get("webhooks") or []:
-            groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
-            if not groups or not groups <= WEBHOOK_GROUPS:
-                continue
-            path = hook["clientConfig"]["service"]["path"]
-            service = {"name": SERVICE, "namespace": NAMESPACE, "path": path, "port": SERVICE_PORT}
-            hook = {**hook, "clientConfig": {"service": service, "caBundle": ca}}
-            hooks.append(hook)
-        if not hooks:
-            raise LabError(
-                f"{manifests}: no {doc['kind']} webhook for {sorted(WEBHOOK_GROUPS)}: update hack/gpuops_lab/kueue.py"
-            )
-        out.append(
-            {
-                "apiVersion": doc["apiVersion"],
-                "kind": doc["kind"],
-                "metadata": {"name": WEBHOOK_NAMES[doc["kind"]]},
-                "webhooks": hooks,
-            }
-        )
-    return out
-
-
-def _admission(api_client: Any) -> Any:
-    return client.AdmissionregistrationV1Api(api_client)
-
-
-def register_webhooks(api_client: Any, cfg: LabConfig) -> list[str]:
-    api = _admission(api_client)
-    calls = {
-        "MutatingWebhookConfiguration": (
-            api.create_mutating_webhook_configuration,
-            api.replace_mutating_webhook_configuration,
-            api.read_mutating_webhook_configuration,
-        ),
-        "ValidatingWebhookConfiguration": (
-            api.create_validating_webhook_configuration,
-            api.replace_validating_webhook_configuration,
-            api.read_validating_webhook_configuration,
-        ),
-    }
-    names = []
-    for obj in webhook_configurations(cfg):
-        create, replace, read = calls[obj["kind"]]
-        name = obj["metadata"]["name"]
-        try:
-            create(obj)
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
-            obj["metadata"]["resourceVersion"] = read(name).metadata.resource_version
-            replace(name, obj)
-        names.append(f"{obj['kind']}/{name}")
-    return names
-
-
-def deregister_webhooks(api_client: Any) -> list[str]:
-    """Remove Kueue's webhook configurations (failurePolicy Fail: with Kueue stopped they refuse every Job)."""
-    api = _admission(api_client)
-    gone = []
-    for kind, delete in (
-        ("MutatingWebhookConfiguration", api.delete_mutating_webhook_configuration),
-        ("ValidatingWebhookConfiguration", api.delete_validating_webhook_configuration),
-    ):
-        try:
-            delete(WEBHOOK_NAMES[kind])
-            gone.append(f"{kind}/{WEBHOOK_NAMES[kind]}")
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
-    return gone
+    api_client = config.new_client_from_config(str(cfg.kubeconfig))
+    delete_objects(api_client)
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    ours = [
+        r.metadata.name
+        for r in rbac.list_cluster_role().items
+        if r.aggregation_rule
+        and (r.metadata.annotations or {}).get("meta.helm.sh/release-name") == RELEASE
+        and (r.metadata.annotations or {}).get("meta.helm.sh/release-namespace") == namespace
+    ]
+    for name in ours:
+        rbac.delete_cluster_role(name)
+    deadline = time.monotonic() + timeout
+    while ours and {r.metadata.name for r in rbac.list_cluster_role().items} & set(ours):
+        if time.monotonic() > deadline:
+            raise LabError(f"ClusterRoles {', '.join(ours)} still there {timeout:.0f}s after their deletion")
+        time.sleep(0.2)
+    argv = [str(cfg.binary("helm")), f"--kubeconfig={cfg.kubeconfig}", "uninstall", RELEASE, "-n", namespace, "--wait"]
+    r = subprocess.run(argv, capture_output=True, text=True, check=False)  # noqa: S603
+    if r.returncode != 0 and "not found" not in r.stderr:
+        raise LabError(f"helm uninstall of the Kueue release failed: {r.stderr.strip()}")

@@ -12,7 +12,23 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-FILES = ("ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key", "sa.key", "sa.pub")
+FILES = (
+    "ca.crt",
+    "ca.key",
+    "apiserver.crt",
+    "apiserver.key",
+    "admin.crt",
+    "admin.key",
+    "sa.key",
+    "sa.pub",
+    "front-proxy-ca.crt",
+    "front-proxy-client.crt",
+    "front-proxy-client.key",
+)
+# The aggregation layer's client identity (the API server's --proxy-client-cert-file, signed by its own CA,
+# --requestheader-client-ca-file): how an aggregated API server such as Kueue's visibility API knows a request comes
+# from the API server, which names the user in X-Remote-User/X-Remote-Group
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 def _key() -> rsa.RSAPrivateKey:
@@ -79,6 +95,17 @@ def ensure_pki(d: Path) -> bool:
     adm_key = _key()
     adm = _cert(_name("kubernetes-admin", "system:masters"), ca.subject, adm_key.public_key(), ca_key)
     sa_key = _key()
+    fp_ca_key = _key()
+    fp_ca = _cert(
+        _name("gpuops-lab-front-proxy-ca"),
+        _name("gpuops-lab-front-proxy-ca"),
+        fp_ca_key.public_key(),
+        fp_ca_key,
+        ca=True,
+        days=3650,
+    )
+    fp_key = _key()
+    fp = _cert(_name(FRONT_PROXY_CLIENT), fp_ca.subject, fp_key.public_key(), fp_ca_key)
     out = {
         "ca.crt": ca.public_bytes(serialization.Encoding.PEM),
         "ca.key": _pem_key(ca_key),
@@ -90,6 +117,9 @@ def ensure_pki(d: Path) -> bool:
         "sa.pub": sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         ),
+        "front-proxy-ca.crt": fp_ca.public_bytes(serialization.Encoding.PEM),
+        "front-proxy-client.crt": fp.public_bytes(serialization.Encoding.PEM),
+        "front-proxy-client.key": _pem_key(fp_key),
     }
     for name, data in out.items():
         p = d / name

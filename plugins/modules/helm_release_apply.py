@@ -60,7 +60,12 @@ options:
     type: dict
     default: {}
   state:
-    description: V(present) installs or upgrades, V(absent) uninstalls.
+    description:
+      - V(present) installs or upgrades, V(absent) uninstalls.
+      - Before C(helm uninstall), the release's ClusterRoles that aggregate others (C(aggregationRule)) are deleted
+        alone and waited on. Uninstalled together with the roles they aggregate, kube-controller-manager's
+        clusterrole-aggregation controller often creates them again without Helm's labels (its apply carries no UID
+        precondition), so C(helm uninstall --wait) would wait its whole timeout and the next install would refuse them.
     type: str
     choices: [present, absent]
     default: present
@@ -162,6 +167,7 @@ diff:
 import contextlib  # noqa: E402 - after the documentation, as ansible-test expects
 import json  # noqa: E402
 import os  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Iterator, Mapping  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -402,11 +408,22 @@ def absent(ctx: Any, helm: Any, p: Mapping[str, Any]) -> dict[str, Any]:
     if installed is None:
         return result
     result["reasons"] = [f"release revision {installed.get('revision')} ({installed.get('status')}) is installed"]
+    manifest = helm.run("get", "manifest", p["name"]).out
     if ctx.diff_mode:
-        result["diff"] = {"before": helm.run("get", "manifest", p["name"]).out, "after": ""}
+        result["diff"] = {"before": manifest, "after": ""}
     if ctx.check_mode:
         result.update(revision=installed.get("revision"), status=installed.get("status"))
         return result
+    aggregated = _helm_release.aggregated_cluster_roles(manifest)
+    if aggregated:
+        _k8s.require_client(ctx.module)
+        ctx.did(f"delete the release's aggregated ClusterRoles first ({', '.join(aggregated)})")
+        deleted = _delete_cluster_roles(_rbac(p), aggregated, p["name"], p["namespace"])
+        if deleted:
+            result["reasons"].append(
+                f"deleted its aggregated ClusterRoles before the rest ({', '.join(deleted)}): uninstalled with the "
+                "roles they aggregate, kube-controller-manager creates them again"
+            )
     ctx.did(f"helm uninstall {p['name']}")
     with _kept(ctx, p):
         r = helm.run(
@@ -414,6 +431,51 @@ def absent(ctx: Any, helm: Any, p: Mapping[str, Any]) -> dict[str, Any]:
         )
     result["command"] = r.argv
     return result
+
+
+def _rbac(p: Mapping[str, Any]) -> Any:
+    from kubernetes import client
+
+    return client.RbacAuthorizationV1Api(_k8s.new_api_client(p))
+
+
+def _delete_cluster_roles(
+    rbac: Any, names: list[str], release: str, namespace: str, timeout: float = 30.0
+) -> list[str]:
+    """Delete the ClusterRoles of ``names`` that release ``namespace/release`` owns (UID precondition) and wait until
+    they are gone; returns those deleted."""
+    deleted = []
+    for name in names:
+        try:
+            role = rbac.read_cluster_role(name)
+        except _k8s.ApiException as exc:
+            if exc.status == 404:
+                continue
+            raise GpuOpsError(f"cannot read ClusterRole {name}: HTTP {exc.status} {exc.reason}") from exc
+        meta = {"annotations": role.metadata.annotations or {}}
+        if not _helm_release.owned_by_release(meta, release, namespace):
+            continue
+        body = {"preconditions": {"uid": role.metadata.uid}}
+        try:
+            rbac.delete_cluster_role(name, body=body)
+        except _k8s.ApiException as exc:
+            if exc.status not in (404, 409):  # 409: replaced meanwhile (the precondition): not ours to delete
+                raise GpuOpsError(f"cannot delete ClusterRole {name}: HTTP {exc.status} {exc.reason}") from exc
+            continue
+        deleted.append(name)
+    deadline = time.monotonic() + timeout
+    for name in deleted:
+        while True:
+            try:
+                rbac.read_cluster_role(name)
+            except _k8s.ApiException as exc:
+                if exc.status == 404:
+                    break
+                raise GpuOpsError(f"cannot read ClusterRole {name}: HTTP {exc.status} {exc.reason}") from exc
+            if time.monotonic() > deadline:
+                raise GpuOpsError(f"ClusterRole {name} was deleted but is still there after {timeout:.0f}s")
+            time.sleep(0.2)
+    return deleted
 
 
 def apply(ctx: Any) -> dict[str, Any]:

@@ -41,6 +41,17 @@ def _job(name, queue, cpu="1"):
     }
 
 
+@pytest.fixture(scope="module", autouse=True)
+def kueue_release(cluster):
+    """Kueue from its upstream chart, in a namespace of this module (the lab runs Kueue for a release's pod only)."""
+    from gpuops_lab import kueue
+
+    namespace = f"kueue-diag-{uuid.uuid4().hex[:6]}"
+    kueue.install(cluster.cfg, namespace, {"controllerManager": {"tolerations": KWOK}})
+    yield namespace
+    kueue.uninstall(cluster.cfg, namespace)
+
+
 @pytest.fixture
 def kueue_objects(cluster):
     custom = client.CustomObjectsApi(cluster.api_client)

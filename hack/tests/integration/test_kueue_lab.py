@@ -1,16 +1,29 @@
-"""The real Kueue controller (v0.19.2) in the lab: it admits by quota, its webhooks make a queued Job suspended, and
-the lab removes its webhook configurations when it stops Kueue (failurePolicy Fail: left behind, they would refuse
-every Job)."""
+"""The real Kueue controller (v0.19.2) in the lab, installed by upstream's own chart and run by the lab's kubelet for
+the chart's pod: it admits by quota, its webhooks (on the chart's Service, through the lab's Service network, with the
+CA Kueue's own certificate manager injected) make a queued Job suspended, its visibility API answers through the
+aggregation layer, and uninstalling the release stops it."""
 
 from __future__ import annotations
 
 import uuid
 
+import pytest
 from gpuops_lab import kueue
 from gpuops_lab.k8s import wait_for
 from kubernetes import client
 
 API = ("kueue.x-k8s.io", "v1beta2")
+KWOK = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
+NAMESPACE = f"kueue-lab-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="module")
+def release(cluster):
+    """The lab's own Kueue release (the chart's defaults, tolerating the kwok taint), in a namespace of this module;
+    uninstalled by the last test."""
+    kueue.install(cluster.cfg, NAMESPACE, {"controllerManager": {"tolerations": KWOK}})
+    yield NAMESPACE
+    kueue.uninstall(cluster.cfg, NAMESPACE)
 
 
 def _job(name, ns, queue, cpu, parallelism=1):
@@ -42,7 +55,7 @@ def _webhooks(adm):
     return {n for n in names if n.startswith("kueue-")}
 
 
-def test_kueue_admits_by_quota_and_suspends_queued_jobs(cluster, namespace):
+def test_kueue_admits_by_quota_and_suspends_queued_jobs(cluster, release, namespace):
     custom = client.CustomObjectsApi(cluster.api_client)
     batch = client.BatchV1Api(cluster.api_client)
     name = f"t-{uuid.uuid4().hex[:6]}"
@@ -97,19 +110,31 @@ def test_kueue_admits_by_quota_and_suspends_queued_jobs(cluster, namespace):
         custom.delete_cluster_custom_object(*API, "resourceflavors", name)
 
 
-def test_stopping_kueue_removes_its_webhooks_and_up_restores_them(cluster, namespace):
+def test_visibility_api_through_the_aggregation_layer(cluster, release):
+    apireg = client.ApiregistrationV1Api(cluster.api_client)
+    for version in ("v1beta1", "v1beta2"):
+        name = f"{version}.visibility.kueue.x-k8s.io"
+        conds = wait_for(
+            lambda n=name: [
+                c
+                for c in apireg.read_api_service(n).status.conditions or []
+                if c.type == "Available" and c.status == "True"
+            ],
+            60,
+        )
+        assert conds, f"APIService {name} not available"
+    found = client.CustomObjectsApi(cluster.api_client).get_api_resources("visibility.kueue.x-k8s.io", "v1beta2")
+    resources = {r.name for r in found.resources}
+    assert "clusterqueues/pendingworkloads" in resources
+
+
+def test_uninstall_stops_kueue_and_removes_its_webhooks(cluster, release, namespace):
     adm = client.AdmissionregistrationV1Api(cluster.api_client)
     batch = client.BatchV1Api(cluster.api_client)
-    assert _webhooks(adm) == set(kueue.WEBHOOK_NAMES.values())
-    try:
-        assert cluster.lab.stop_kueue() is True
-        assert cluster.lab.proc("kueue").pid() is None
-        assert _webhooks(adm) == set()
-        # with Kueue stopped, a queued Job is still accepted (no webhook left to refuse it), and stays as written
-        batch.create_namespaced_job(namespace, _job("while-stopped", namespace, "absent", "1"))
-        assert not batch.read_namespaced_job("while-stopped", namespace).spec.suspend
-    finally:
-        assert cluster.lab.up() is True  # starts what is not running: Kueue, and registers its webhooks again
-    assert _webhooks(adm) == set(kueue.WEBHOOK_NAMES.values())
-    batch.create_namespaced_job(namespace, _job("after", namespace, "absent", "1"))
-    assert batch.read_namespaced_job("after", namespace).spec.suspend is True  # the webhook is back
+    assert cluster.lab.proc("kueue").pid() is not None
+    kueue.uninstall(cluster.cfg, release)
+    assert wait_for(lambda: cluster.lab.proc("kueue").pid() is None, 30), "the kubelet did not stop Kueue"
+    assert _webhooks(adm) == set()
+    # with Kueue gone, a Job naming a queue is accepted as written (no webhook left to suspend it)
+    batch.create_namespaced_job(namespace, _job("after-uninstall", namespace, "absent", "1"))
+    assert not batch.read_namespaced_job("after-uninstall", namespace).spec.suspend

@@ -424,3 +424,31 @@ def chart_default_values(chart_dir: str) -> dict[str, Any]:
         if isinstance(meta, dict) and meta.get("name"):
             values[meta["name"]] = merge(chart_default_values(sub_dir), values.get(meta["name"]) or {})
     return values
+
+
+# ------------------------------------------------------------------------------------------------ uninstall
+
+
+def aggregated_cluster_roles(manifest: str) -> list[str]:
+    """The ClusterRoles of a release's manifest that aggregate others (``aggregationRule``: Kueue's batch admin and
+    user roles). Uninstalled with the rest, such a role is often created again at once, without Helm's labels, by
+    kube-controller-manager's clusterrole-aggregation controller: a role it aggregates is deleted in the same breath,
+    and the controller server-side-applies the aggregate's rules with no UID precondition (kubernetes v1.34.4
+    ``pkg/controller/clusterroleaggregation``), which creates an object that is gone. ``helm uninstall --wait`` then
+    waits its whole timeout for it, and the next install refuses to adopt it. Deleted first, alone, it stays gone."""
+    import yaml  # a dependency of ansible-core
+
+    names = []
+    for doc in yaml.safe_load_all(manifest or ""):
+        if isinstance(doc, dict) and doc.get("kind") == "ClusterRole" and doc.get("aggregationRule"):
+            names.append(str((doc.get("metadata") or {}).get("name")))
+    return names
+
+
+def owned_by_release(metadata: Mapping[str, Any] | None, name: str, namespace: str) -> bool:
+    """Whether an object carries Helm's ownership annotations of release ``namespace/name``."""
+    annotations = (metadata or {}).get("annotations") or {}
+    return (
+        annotations.get("meta.helm.sh/release-name") == name
+        and annotations.get("meta.helm.sh/release-namespace") == namespace
+    )

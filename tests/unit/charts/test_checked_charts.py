@@ -1,8 +1,9 @@
 """The upstream Kueue and Volcano charts (hack/cluster/build.sh kueue-chart / volcano-chart copy them out of their Go
 module zips into the lab's build cache; a missing one fails, naming the build step), rendered with the real helm: the
-kueue and volcano roles' values land where upstream reads them, the fixtures the lab still serves mirror what the
-roles rely on, and what upstream's charts create that the lab cannot serve yet (docs/local-lab.md, "Upstream charts
-the lab does not serve yet") is pinned here, so a version that changes it shows up as a failing test."""
+kueue and volcano roles' values land where upstream reads them; the interface of Kueue's chart the lab's kubelet serves
+(kubelet.py: container ports, probes, Services, volumes) is pinned, and for Volcano, whose fixture the lab still
+serves, the fixture mirrors what the role relies on and what upstream's chart creates that the lab cannot serve yet
+(docs/local-lab.md) is pinned, so a version that changes either shows up as a failing test."""
 
 from __future__ import annotations
 
@@ -90,28 +91,26 @@ def _manager_config(docs: list[dict]) -> dict:
     return yaml.safe_load(_one(docs, "ConfigMap", "kueue-manager-config")["data"]["controller_manager_config.yaml"])
 
 
-def test_kueue_chart_is_the_role_pin(kueue_chart):
-    """Upstream's Chart.yaml in git carries the release's version (its Makefile stamps the tag): the role's pin, the
-    lab's Kueue controller (versions.env KUEUE_VERSION) and the fixture agree with it."""
+def test_kueue_chart_is_the_role_pin_and_served(kueue_chart):
+    """Upstream's Chart.yaml in git carries the release's version (its Makefile stamps the tag): the role's pin and the
+    lab's Kueue controller (versions.env KUEUE_VERSION) agree with it; the lab's repository serves it, no fixture."""
+    from gpuops_lab.config import UPSTREAM_CHARTS
+
     meta = yaml.safe_load((kueue_chart / "Chart.yaml").read_text())
-    fixture = yaml.safe_load((FIXTURES / "kueue/Chart.yaml").read_text())
     assert (meta["name"], meta["version"], meta["appVersion"]) == ("kueue", "0.19.2", "v0.19.2")
-    assert (fixture["name"], fixture["version"], fixture["appVersion"]) == (meta["name"], meta["version"], "v0.19.2")
     assert _defaults("kueue")["kueue_chart_version"] == _lab().upstream_chart_version("kueue") == meta["version"]
+    assert UPSTREAM_CHARTS["kueue"] == "KUEUE_VERSION" and not (FIXTURES / "kueue").exists()
 
 
 def test_kueue_role_merges_over_upstream_manager_configuration(kueue_chart):
     """The chart takes the manager's Configuration as one string: the role's base is upstream's default of the pinned
-    chart (the API client's qps 300 / burst 500 and the reconcilers' concurrency stay), and the fixture carries the
-    same Configuration (upstream's string has comments besides)."""
+    chart (the API client's qps 300 / burst 500 and the reconcilers' concurrency stay)."""
     from ansible_collections.gpuops.platform.plugins.module_utils.batch import _kueue
 
-    upstream, fixture = (
-        yaml.safe_load(yaml.safe_load(path.read_text())["managerConfig"]["controllerManagerConfigYaml"])
-        for path in (kueue_chart / "values.yaml", FIXTURES / "kueue/values.yaml")
+    upstream = yaml.safe_load(
+        yaml.safe_load((kueue_chart / "values.yaml").read_text())["managerConfig"]["controllerManagerConfigYaml"]
     )
     assert upstream == _kueue.UPSTREAM_MANAGER_CONFIG
-    assert fixture == upstream
 
 
 @pytest.mark.parametrize(
@@ -128,7 +127,7 @@ def test_kueue_role_values_render_on_the_upstream_chart(kueue_chart, variables, 
     assert config["controller"]["groupKindConcurrency"]["Workload.kueue.x-k8s.io"] == 10
     assert config["integrations"]["frameworks"] == (frameworks or variables["kueue_integrations"])
     assert config["manageJobsWithoutQueueName"] is without_queue
-    # the chart adds its internal certificate management where the Configuration names none (the fixture does too)
+    # the chart adds its internal certificate management where the Configuration names none
     assert config["internalCertManagement"] == {
         "enable": True,
         "webhookServiceName": "kueue-webhook-service",
@@ -140,45 +139,49 @@ def test_kueue_role_values_render_on_the_upstream_chart(kueue_chart, variables, 
     assert pod["tolerations"] == [KWOK]
 
 
-def test_kueue_fixture_renders_what_upstream_does_for_the_role(kueue_chart):
-    """What the role and the lab's tests read of the release, in the fixture as in upstream's chart: the Deployment
-    and the manager ConfigMap, their names and the Configuration."""
-    values = _kueue_values(kueue_integrations=["batch/job", "pod"])
-    upstream = _render(kueue_chart, "kueue", "kueue-system", values)
-    fixture = _render(FIXTURES / "kueue", "kueue", "kueue-system", values)
-    assert _names(fixture, "Deployment") == _names(upstream, "Deployment") == {"kueue-controller-manager"}
-    assert _manager_config(fixture) == _manager_config(upstream)
-    for docs in (fixture, upstream):
-        pod = _one(docs, "Deployment", "kueue-controller-manager")["spec"]["template"]["spec"]
-        assert pod["containers"][0]["image"] == "registry.k8s.io/kueue/kueue:v0.19.2" and pod["tolerations"] == [KWOK]
-
-
-def test_kueue_upstream_chart_registers_what_the_lab_does_not_serve(kueue_chart):
-    """Why the lab serves the fixture: upstream's chart always creates (no value turns them off) the admission webhook
-    configurations of the names the lab registers for its host-process Kueue (as loopback URLs), but on the in-cluster
-    Service kueue-webhook-service with no caBundle (Kueue's internal certificate management injects it), with
-    failurePolicy Fail for Jobs and Kueue's own kinds; CRDs whose conversion webhook is that Service; and the
-    visibility API as APIServices on kueue-visibility-server, which the lab's Kueue does not run (VisibilityOnDemand
-    off) - an unavailable aggregated API fails discovery and holds namespace deletion."""
+def test_kueue_chart_interface_the_labs_kubelet_serves(kueue_chart):
+    """What the lab's kubelet relies on to run Kueue for the chart's pod (hack/gpuops_lab/kubelet.py, kueue.py): the
+    manager container's ports (each routed to a lab port), its readiness probe, its --config file mounted from the
+    manager ConfigMap and the webhook certificate Secret volume; the Services the webhooks, the CRDs' conversion and the
+    visibility APIServices name, each selecting the pod on a port the kubelet routes; and the selector labels."""
+    from gpuops_lab import kubelet
     from gpuops_lab import kueue as lab_kueue
 
     docs = _render(kueue_chart, "kueue", "kueue-system", _kueue_values())
-    for kind, name in lab_kueue.WEBHOOK_NAMES.items():
-        hooks = {h["name"]: h for h in _one(docs, kind, name)["webhooks"]}
-        for hook in hooks.values():
-            assert set(hook["clientConfig"]) == {"service"}
-            assert hook["clientConfig"]["service"]["name"] == "kueue-webhook-service"
-        assert hooks[f"{'m' if kind.startswith('Mutating') else 'v'}job.kb.io"]["failurePolicy"] == "Fail"
-        assert hooks[f"{'m' if kind.startswith('Mutating') else 'v'}clusterqueue.kb.io"]["failurePolicy"] == "Fail"
-    crds = {d["spec"]["names"]["plural"]: d["spec"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+    deploy = _one(docs, "Deployment", "kueue-controller-manager")
+    pod = {"metadata": {"labels": deploy["spec"]["template"]["metadata"]["labels"]}, **deploy["spec"]["template"]}
+    assert lab_kueue.WORKLOAD.selector.items() <= pod["metadata"]["labels"].items()
+    manager = kubelet.container(pod, lab_kueue.WORKLOAD.container)
+    assert {p["containerPort"] for p in manager["ports"]} | {8081} == set(lab_kueue.CONTAINER_PORTS)
+    ports = {port: 30000 + port for port in lab_kueue.CONTAINER_PORTS}
+    assert kubelet.probe_url(manager, ports) == "http://127.0.0.1:38081/readyz"
+    assert "--config=/controller_manager_config.yaml" in manager["args"]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in manager["volumeMounts"]}
+    assert mounts["/controller_manager_config.yaml"]["configMap"]["name"] == "kueue-manager-config"
+    assert mounts[lab_kueue.DEFAULT_CERT_DIR]["secret"]["secretName"] == "kueue-webhook-server-cert"
+    assert lab_kueue.VISIBILITY_CERT_DIR in mounts
+    services = {d["metadata"]["name"]: d for d in _kind(docs, "Service")}
+    routed = {name: kubelet.service_routes(svc, pod, manager, ports) for name, svc in services.items()}
+    assert routed["kueue-webhook-service"] == [(443, 39443)]
+    assert routed["kueue-visibility-server"] == [(443, 38082)]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for doc in _kind(docs, kind):
+            assert {h["clientConfig"]["service"]["name"] for h in doc["webhooks"]} == {"kueue-webhook-service"}
+    crds = {d["spec"]["names"]["plural"]: d["spec"] for d in _kind(docs, "CustomResourceDefinition")}
     converted = {name for name, spec in crds.items() if "conversion" in spec}
     assert len(crds) == 11 and {"clusterqueues", "localqueues", "workloads", "cohorts"} <= converted
     for name in converted:
-        assert crds[name]["conversion"]["strategy"] == "Webhook"
         assert crds[name]["conversion"]["webhook"]["clientConfig"]["service"]["name"] == "kueue-webhook-service"
-    assert _names(docs, "APIService") == {"v1beta1.visibility.kueue.x-k8s.io", "v1beta2.visibility.kueue.x-k8s.io"}
-    assert {d["spec"]["service"]["name"] for d in docs if d["kind"] == "APIService"} == {"kueue-visibility-server"}
-    assert lab_kueue.config(_lab())["featureGates"] == {"VisibilityOnDemand": False}
+    assert {d["spec"]["service"]["name"] for d in _kind(docs, "APIService")} == {"kueue-visibility-server"}
+    # the batch admin and user roles aggregate others: helm_release_apply deletes them first on uninstall
+    from ansible_collections.gpuops.platform.plugins.module_utils.release import _helm_release
+
+    manifest = yaml.safe_dump_all(docs)
+    assert sorted(_helm_release.aggregated_cluster_roles(manifest)) == [
+        "kueue-batch-admin-role",
+        "kueue-batch-user-role",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------- Volcano

@@ -201,8 +201,9 @@ def test_sriov_chart_step_is_in_all_and_demo():
         assert "build_sriov_chart;" in line, target
 
 
-# the upstream charts only the tests read (config.CHECKED_CHARTS): step, module, directory in it, chart, version key
-CHECKED = {
+# upstream charts fetched by their own step: step, module, directory in it, chart, version key (Kueue's is served by
+# the chart repository, config.UPSTREAM_CHARTS; Volcano's only the tests read, config.CHECKED_CHARTS)
+FETCHED = {
     "kueue": ("kueue-chart", "sigs.k8s.io/kueue", "charts/kueue", "KUEUE_VERSION"),
     "volcano": ("volcano-chart", "volcano.sh/volcano", "installer/helm/chart/volcano", "VOLCANO_VERSION"),
 }
@@ -210,7 +211,7 @@ CHECKED = {
 
 def _checked_chart_run(tmp_path: Path, name: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     """build.sh <name>-chart with a fake `go` whose module holds the chart (a Chart.yaml and one template)."""
-    step, _mod, sub, key = CHECKED[name]
+    step, _mod, sub, key = FETCHED[name]
     version = read_versions()[key]
     root = tmp_path / "gomod" / f"{name}@v{version}"
     chart = root / sub
@@ -234,9 +235,9 @@ def _checked_chart_run(tmp_path: Path, name: str) -> tuple[subprocess.CompletedP
     return r, tmp_path / "cache" / "charts" / f"{name}-v{version}"
 
 
-@pytest.mark.parametrize("name", sorted(CHECKED))
+@pytest.mark.parametrize("name", sorted(FETCHED))
 def test_checked_chart_is_fetched_from_the_module_then_reused(tmp_path, name):
-    step, mod, _sub, key = CHECKED[name]
+    step, mod, _sub, key = FETCHED[name]
     r, out = _checked_chart_run(tmp_path, name)
     assert r.returncode == 0, r.stderr
     assert f"mod download -json {mod}@v{read_versions()[key]}" in (tmp_path / "go.log").read_text()
@@ -254,13 +255,23 @@ def test_checked_chart_is_fetched_from_the_module_then_reused(tmp_path, name):
     assert (out / name / "templates" / "a.yaml").read_text() == "kind: ConfigMap\n"
 
 
-@pytest.mark.parametrize("name", sorted(CHECKED))
-def test_checked_chart_step_is_in_all_not_demo(name):
-    """Only the tests read them (the demo runs none), so `all` fetches them and `demo` does not."""
-    steps = {
+def _steps():
+    return {
         line.strip().split(")")[0]: {s.strip() for s in line.split(")", 1)[1].split(";")}
         for line in BUILD_SCRIPT.read_text().splitlines()
         if line.strip().startswith(("all)", "demo)"))
     }
-    assert f"build_{name}_chart" in steps["all"] and f"build_{name}_chart" not in steps["demo"]
-    assert f"build_{name}" in steps["all"] and "build_nfd_chart" in steps["demo"]
+
+
+def test_checked_chart_step_is_in_all_not_demo():
+    """Only the tests read Volcano's chart (the demo runs no Volcano), so `all` fetches it and `demo` does not."""
+    steps = _steps()
+    assert "build_volcano_chart" in steps["all"] and "build_volcano_chart" not in steps["demo"]
+    assert "build_volcano" in steps["all"] and "build_nfd_chart" in steps["demo"]
+
+
+def test_kueue_chart_step_is_in_all_and_demo():
+    """The chart repository serves Kueue's upstream chart (the demo's site.yml installs it), so both fetch it."""
+    steps = _steps()
+    for target in ("all", "demo"):
+        assert {"build_kueue", "build_kueue_chart"} <= steps[target], target

@@ -1,107 +1,96 @@
-"""The lab's Kueue wiring without a cluster: its Configuration and which webhooks it registers, and how."""
+"""gpuops_lab.kueue: the chart's Configuration as the lab's kubelet runs Kueue out of cluster (only what running out of
+cluster needs changed), the argv and environment of the pod's manager container, and the lab's own release."""
 
 from __future__ import annotations
-
-import base64
 
 import yaml
 from gpuops_lab import kueue
 from gpuops_lab.config import LabConfig
 
-MANIFESTS = """\
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {name: mutating-webhook-configuration}
-webhooks:
-- name: mjob.kb.io
-  clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate-batch-v1-job}}
-  failurePolicy: Fail
-  rules: [{apiGroups: [batch], apiVersions: [v1], operations: [CREATE], resources: [jobs]}]
-  sideEffects: None
-  admissionReviewVersions: [v1]
-- name: mpod.kb.io
-  clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate--v1-pod}}
-  failurePolicy: Fail
-  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
-  sideEffects: None
-  admissionReviewVersions: [v1]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: validating-webhook-configuration}
-webhooks:
-- name: vclusterqueue.kb.io
-  clientConfig:
-    service: {name: webhook-service, namespace: system, path: /validate-kueue-x-k8s-io-v1beta2-clusterqueue}
-  failurePolicy: Fail
-  rules:
-  - {apiGroups: [kueue.x-k8s.io], apiVersions: [v1beta2], operations: [CREATE, UPDATE], resources: [clusterqueues]}
-  sideEffects: None
-  admissionReviewVersions: [v1]
-- name: vdeployment.kb.io
-  clientConfig: {service: {name: webhook-service, namespace: system, path: /validate-apps-v1-deployment}}
-  failurePolicy: Fail
-  rules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
-  sideEffects: None
-  admissionReviewVersions: [v1]
-"""
+CHART_CONFIG = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+    "kind": "Configuration",
+    "health": {"healthProbeBindAddress": ":8081"},
+    "metrics": {"bindAddress": ":8443"},
+    "webhook": {"port": 9443},
+    "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+    "clientConnection": {"qps": 300, "burst": 500},
+    "integrations": {"frameworks": ["batch/job"]},
+    "internalCertManagement": {"enable": True, "webhookServiceName": "kueue-webhook-service"},
+    "pprofBindAddress": ":8083",
+}
 
 
 def _cfg(tmp_path):
-    cfg = LabConfig.load({"GPUOPS_LAB_STATE": str(tmp_path / "lab"), "GPUOPS_LAB_NFD_MASTER_PORT": "30290"})
-    (cfg.pki).mkdir(parents=True)
-    (cfg.pki / "ca.crt").write_text("CA PEM")
-    return cfg
+    return LabConfig.load({"GPUOPS_LAB_STATE": str(tmp_path / "lab"), "GPUOPS_LAB_NFD_MASTER_PORT": "30290"})
 
 
-def test_ports_follow_nfd_master_and_config_binds_loopback(tmp_path):
+def test_ports_follow_nfd_master(tmp_path):
     cfg = _cfg(tmp_path)
-    assert (cfg.ports["kueue-webhook"], cfg.ports["kueue-metrics"], cfg.ports["kueue-probe"]) == (30293, 30294, 30295)
-    conf = kueue.config(cfg)
-    assert conf["webhook"] == {"host": "127.0.0.1", "port": 30293, "certDir": str(kueue.cert_dir(cfg))}
-    assert conf["health"]["healthProbeBindAddress"] == "127.0.0.1:30295"
-    assert conf["metrics"]["bindAddress"] == "127.0.0.1:30294"
-    assert conf["internalCertManagement"] == {"enable": False}
-    assert conf["featureGates"] == {"VisibilityOnDemand": False}
-    assert kueue.env(cfg)["KUEUE_METRICS_CERT_DIR"] == str(kueue.cert_dir(cfg))
+    assert kueue.container_ports(cfg) == {9443: 30293, 8081: 30295, 8443: 30294, 8082: 30300}
 
 
-def test_webhooks_only_for_kueue_kinds_and_jobs_on_the_charts_service(tmp_path):
+def test_lab_config_changes_only_what_running_out_of_cluster_needs(tmp_path):
     cfg = _cfg(tmp_path)
-    path = tmp_path / "manifests.yaml"
-    path.write_text(MANIFESTS)
-    out = kueue.webhook_configurations(cfg, path)
-    assert [(o["kind"], o["metadata"]["name"]) for o in out] == [
-        ("MutatingWebhookConfiguration", "kueue-mutating-webhook-configuration"),
-        ("ValidatingWebhookConfiguration", "kueue-validating-webhook-configuration"),
-    ]
-    mutating, validating = out
-    assert [w["name"] for w in mutating["webhooks"]] == ["mjob.kb.io"]  # the pod webhook is not registered
-    assert [w["name"] for w in validating["webhooks"]] == ["vclusterqueue.kb.io"]
-    cc = mutating["webhooks"][0]["clientConfig"]
-    assert cc == {
-        "service": {
-            "name": "kueue-webhook-service",
-            "namespace": "kueue-system",
-            "path": "/mutate-batch-v1-job",
-            "port": 443,
-        },
-        "caBundle": base64.b64encode(b"CA PEM").decode(),
+    root = tmp_path / "pod"
+    conf = kueue.lab_config(cfg, CHART_CONFIG, "team-ns", root)
+    assert conf["namespace"] == "team-ns"
+    assert conf["health"] == {"healthProbeBindAddress": "127.0.0.1:30295"}
+    assert conf["metrics"] == {"bindAddress": "127.0.0.1:30294"}
+    assert conf["webhook"] == {
+        "port": 30293,
+        "host": "127.0.0.1",
+        "certDir": str(root / "tmp/k8s-webhook-server/serving-certs"),
     }
-    assert mutating["webhooks"][0]["failurePolicy"] == "Fail"
-    assert yaml.safe_load(yaml.safe_dump(out))  # plain data
+    assert conf["visibilityServer"] == {"bindAddress": "127.0.0.1", "bindPort": 30300}
+    assert conf["leaderElection"] == {**CHART_CONFIG["leaderElection"], "resourceNamespace": "team-ns"}
+    assert "pprofBindAddress" not in conf
+    # the rest lands as the chart (the role) wrote it
+    for key in ("clientConnection", "integrations", "internalCertManagement", "apiVersion", "kind"):
+        assert conf[key] == CHART_CONFIG[key]
+    assert CHART_CONFIG["webhook"] == {"port": 9443}  # not changed in place
+    named = kueue.lab_config(
+        cfg, {**CHART_CONFIG, "leaderElection": {"leaderElect": True, "resourceNamespace": "x"}}, "n", root
+    )
+    assert named["leaderElection"]["resourceNamespace"] == "x"
+    off = kueue.lab_config(cfg, {**CHART_CONFIG, "leaderElection": {"leaderElect": False}}, "n", root)
+    assert off["leaderElection"] == {"leaderElect": False}
 
 
-def test_missing_manifests_name_the_rebuild(tmp_path):
-    import pytest
-    from gpuops_lab.errors import LabError
+def test_prepare_runs_the_pods_args_with_the_lab_config(tmp_path):
+    cfg = _cfg(tmp_path)
+    root = tmp_path / "pod"
+    (root).mkdir()
+    (root / "controller_manager_config.yaml").write_text(yaml.safe_dump(CHART_CONFIG))
+    pod = {
+        "metadata": {"name": "kueue-controller-manager-x", "namespace": "kq"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "manager",
+                    "args": ["--config=/controller_manager_config.yaml", "--zap-log-level=2", "--feature-gates=A=true"],
+                }
+            ]
+        },
+    }
+    argv, env = kueue.prepare(cfg, pod, root)
+    assert argv == [
+        str(cfg.binary("kueue")),
+        f"--config={root / 'lab-config.yaml'}",
+        f"--kubeconfig={cfg.kubeconfig}",
+        "--zap-log-level=2",
+        "--feature-gates=A=true",
+    ]
+    assert yaml.safe_load((root / "lab-config.yaml").read_text())["namespace"] == "kq"
+    assert env["KUEUE_METRICS_CERT_DIR"] == str(root / "etc/kueue/metrics/certs")
+    assert env["KUEUE_VISIBILITY_CERT_DIR"] == str(root / "visibility")
+    for d in ("tmp/k8s-webhook-server/serving-certs", "etc/kueue/metrics/certs", "visibility"):
+        assert (root / d).is_dir()
 
-    with pytest.raises(LabError, match="build.sh kueue"):
-        kueue.webhook_configurations(_cfg(tmp_path), tmp_path / "nope.yaml")
 
-
-def test_webhook_service_as_the_chart_names_it():
-    svc = kueue.service_object()
-    assert (svc["metadata"]["namespace"], svc["metadata"]["name"]) == ("kueue-system", "kueue-webhook-service")
-    assert svc["spec"]["ports"] == [{"port": 443, "protocol": "TCP", "targetPort": 9443}]
-    assert kueue.SERVICE_DNS == "kueue-webhook-service.kueue-system.svc"
+def test_install_argv_is_the_upstream_chart_from_the_labs_repository(tmp_path):
+    cfg = _cfg(tmp_path)
+    argv = kueue.install_argv(cfg, "kq", tmp_path / "v.json")
+    assert argv[2:6] == ["upgrade", "--install", "kueue", "kueue"]
+    assert f"--repo={cfg.chart_repo_url}" in argv and f"--version={cfg.versions['KUEUE_VERSION']}" in argv
+    assert "--namespace=kq" in argv and "--wait" in argv and argv[-1] == f"--values={tmp_path / 'v.json'}"

@@ -308,3 +308,60 @@ def test_a_values_change_with_the_same_manifest_shows_the_values_diff(run_module
     assert diff["before"] != diff["after"], "changed with an empty diff"
     assert "unused" in diff["before"] and "unused" in diff["after"]
     assert "same" in diff["after_header"]  # says that the rendered manifest does not change
+
+
+AGGREGATED = """kind: ClusterRole
+metadata: {name: r-batch-admin-role}
+aggregationRule:
+  clusterRoleSelectors: [{matchLabels: {rbac.example/batch-admin: "true"}}]
+---
+kind: ClusterRole
+metadata: {name: r-queue-editor, labels: {rbac.example/batch-admin: "true"}}
+rules: []
+"""
+
+
+class _Rbac:
+    """ClusterRoles by name; delete records the UID precondition."""
+
+    def __init__(self, roles):
+        self.roles = roles
+        self.deleted = []
+
+    def read_cluster_role(self, name):
+        from types import SimpleNamespace
+
+        from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _k8s
+
+        if name not in self.roles:
+            raise _k8s.ApiException(status=404, reason="Not Found")
+        uid, annotations = self.roles[name]
+        return SimpleNamespace(metadata=SimpleNamespace(uid=uid, annotations=annotations))
+
+    def delete_cluster_role(self, name, body):
+        self.deleted.append((name, body["preconditions"]["uid"]))
+        self.roles.pop(name)
+
+
+OWNED = {"meta.helm.sh/release-name": "r", "meta.helm.sh/release-namespace": "ns"}
+
+
+def test_uninstall_deletes_the_releases_aggregated_cluster_roles_first(run_module, commands, helm, chart, monkeypatch):
+    """An aggregated ClusterRole uninstalled with the roles it aggregates comes back (kube-controller-manager applies
+    its rules with no UID precondition): the module deletes the release's own first, alone, and waits."""
+    commands.on(r"^helm get manifest", (0, AGGREGATED, ""))
+    rbac = _Rbac({"r-batch-admin-role": ("uid-1", OWNED), "r-queue-editor": ("uid-2", OWNED)})
+    monkeypatch.setattr(helm_release_apply, "_rbac", lambda p: rbac)
+    result, failed = run_module(helm_release_apply, args(chart, state="absent"), check_mode=True)
+    assert not failed and result["changed"] and rbac.deleted == [] and upgrades(commands) == []
+    result, failed = run_module(helm_release_apply, args(chart, state="absent"))
+    assert not failed and result["changed"], result
+    assert rbac.deleted == [("r-batch-admin-role", "uid-1")]  # only the aggregate, with its UID
+    assert any("r-batch-admin-role" in r for r in result["reasons"])
+    assert upgrades(commands) == ["helm uninstall r --wait --timeout 600s --namespace ns --kubeconfig /k"]
+
+
+def test_an_aggregated_role_another_release_owns_is_left_alone():
+    rbac = _Rbac({"r-batch-admin-role": ("uid-1", {"meta.helm.sh/release-name": "other"})})
+    assert helm_release_apply._delete_cluster_roles(rbac, ["r-batch-admin-role", "gone"], "r", "ns") == []
+    assert rbac.deleted == []
