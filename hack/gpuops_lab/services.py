@@ -192,7 +192,7 @@ def decide(cfg: LabConfig, resolver: Resolver, host: str, port: int) -> tuple[tu
     target = read_routes(cfg).get(key)
     if target is None:
         return None, f"Service {svc[0]}/{svc[1]} port {port}: no endpoint in the lab (no route in {ROUTES_FILE})", 503
-    addr, _, tport = target.rpartition(":")
+    addr, tport = target.rsplit(":", 1)
     return (addr, int(tport)), f"Service {key}", 200
 
 
@@ -200,7 +200,7 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
     socks = [a, b]
     try:
         while True:
-            readable, _, broken = select.select(socks, [], socks, 300)
+            readable, _writable, broken = select.select(socks, [], socks, 300)
             if broken or not readable:
                 return
             for s in readable:

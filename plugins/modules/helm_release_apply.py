@@ -404,10 +404,11 @@ def _kept(ctx: Any, p: Mapping[str, Any]) -> Iterator[Any]:
 
 def absent(ctx: Any, helm: Any, p: Mapping[str, Any]) -> dict[str, Any]:
     installed = helm.metadata(p["name"])
-    result = {"changed": installed is not None, "reasons": [], "revision": None, "status": None}
+    result: dict[str, Any] = {"changed": installed is not None, "reasons": [], "revision": None, "status": None}
     if installed is None:
         return result
-    result["reasons"] = [f"release revision {installed.get('revision')} ({installed.get('status')}) is installed"]
+    reasons = [f"release revision {installed.get('revision')} ({installed.get('status')}) is installed"]
+    result["reasons"] = reasons
     manifest = helm.run("get", "manifest", p["name"]).out
     if ctx.diff_mode:
         result["diff"] = {"before": manifest, "after": ""}
@@ -420,7 +421,7 @@ def absent(ctx: Any, helm: Any, p: Mapping[str, Any]) -> dict[str, Any]:
         ctx.did(f"delete the release's aggregated ClusterRoles first ({', '.join(aggregated)})")
         deleted = _delete_cluster_roles(_rbac(p), aggregated, p["name"], p["namespace"])
         if deleted:
-            result["reasons"].append(
+            reasons.append(
                 f"deleted its aggregated ClusterRoles before the rest ({', '.join(deleted)}): uninstalled with the "
                 "roles they aggregate, kube-controller-manager creates them again"
             )

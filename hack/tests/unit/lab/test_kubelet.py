@@ -171,7 +171,7 @@ def test_one_sync_starts_routes_and_reports_then_stops_when_the_pod_goes(tmp_pat
     k.core, k.api_client = Core(), Api()
     k.sync()
     proc = k._procs["x"]
-    assert [a for a, _ in proc.started] == [["bin", str(kubelet.pod_root(cfg, "kq", "p"))]]
+    assert [argv for argv, _env in proc.started] == [["bin", str(kubelet.pod_root(cfg, "kq", "p"))]]
     assert (kubelet.pod_root(cfg, "kq", "p") / "config.yaml").read_bytes() == b"a"
     assert services.read_routes(cfg) == {"kq/hook:443": "127.0.0.1:20293"}
     assert patched == [("p", "kq", "False")]

@@ -131,7 +131,7 @@ def test_proxy_tunnels_a_service_to_its_route_and_refuses_the_rest(tmp_path, mon
     echo_port = echo.getsockname()[1]
 
     def serve_echo():
-        conn, _ = echo.accept()
+        conn, _addr = echo.accept()
         with conn:
             conn.sendall(conn.recv(100).upper())
 
