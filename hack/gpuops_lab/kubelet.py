@@ -272,7 +272,7 @@ class Kubelet:
                 return
             argv, env = w.prepare(self.cfg, pod, root)
             restarts = 0 if run is None else run.restarts + 1
-            proc.start(argv, env={**env, **w.env})
+            proc.start(argv, env=env)
             run = _Running(pod["metadata"]["uid"], ns, name, _now(), restarts)
             self.running[w.name] = run
             self.say(f"{w.name}: started for pod {ns}/{name} (pid {proc.pid()}, restarts {restarts})")

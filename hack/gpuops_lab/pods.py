@@ -4,7 +4,7 @@ pod's mount paths lie on this machine, a pod's container."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,6 @@ class Workload:
     container: str
     ports: Callable[[LabConfig], dict[int, int]]
     prepare: Callable[[LabConfig, dict[str, Any], Path], tuple[list[str], dict[str, str]]]
-    env: dict[str, str] = field(default_factory=dict)
 
     def label_selector(self) -> str:
         return ",".join(f"{k}={v}" for k, v in sorted(self.selector.items()))

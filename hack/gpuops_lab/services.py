@@ -21,6 +21,8 @@ Each answer is one line in the proxy's log (`.state/lab/logs/service-proxy.log`)
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import ipaddress
 import json
@@ -31,7 +33,7 @@ import socket
 import socketserver
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,13 +103,24 @@ def read_routes(cfg: LabConfig) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()}
 
 
-_ROUTES_LOCK = threading.Lock()
+@contextlib.contextmanager
+def _routes_locked(cfg: LabConfig) -> Iterator[None]:
+    """An exclusive lock on the routes file across processes (the kubelet and a test both add routes): a
+    read-modify-write under it loses no other writer's route."""
+    lock = routes_path(cfg).with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def add_route(cfg: LabConfig, namespace: str, name: str, port: int, target_port: int) -> str:
     """Send the Service `namespace/name`'s `port` to 127.0.0.1:`target_port`. Returns the route's key."""
     key = _key(namespace, name, port)
-    with _ROUTES_LOCK:
+    with _routes_locked(cfg):
         routes = read_routes(cfg)
         routes[key] = f"127.0.0.1:{int(target_port)}"
         _write_routes(cfg, routes)
@@ -116,7 +129,7 @@ def add_route(cfg: LabConfig, namespace: str, name: str, port: int, target_port:
 
 def remove_route(cfg: LabConfig, namespace: str, name: str, port: int) -> bool:
     key = _key(namespace, name, port)
-    with _ROUTES_LOCK:
+    with _routes_locked(cfg):
         routes = read_routes(cfg)
         if routes.pop(key, None) is None:
             return False
