@@ -9,6 +9,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "hack"))
 
-from gpuops_lab.testing import Cluster, add_nodes, cluster, core, namespace  # noqa: E402
+from gpuops_lab.testing import Cluster, add_nodes, cluster, core, namespace, volcano_release  # noqa: E402
 
-__all__ = ["Cluster", "add_nodes", "cluster", "core", "namespace"]
+__all__ = ["Cluster", "add_nodes", "cluster", "core", "namespace", "volcano_release"]

@@ -165,7 +165,7 @@ build_kueue_chart() { # the upstream Kueue Helm chart (charts/kueue; its Chart.y
 }
 
 build_volcano_chart() { # the upstream Volcano Helm chart (installer/helm/chart/volcano, with its jobflow subchart; its
-  # Chart.yaml in git says 1.15.1): fetched for the tests, as the Kueue chart is; the lab serves the fixture
+  # Chart.yaml in git says 1.15.1): served by the lab's chart repository, as the Kueue chart is
   fetch_chart volcano volcano.sh/volcano "$VOLCANO_VERSION" installer/helm/chart/volcano volcano
 }
 
@@ -288,13 +288,13 @@ build_kueue() { # the Kueue controller, run out of cluster by the lab's kubelet 
   stamp "$out.tmp" kueue PATCHES; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
-build_volcano() { # the Volcano scheduler and controller-manager (vc-scheduler, vc-controller-manager; no webhook-manager),
-  # run out of cluster by the lab with Volcano's CRDs
+build_volcano() { # Volcano's three binaries (vc-scheduler, vc-controller-manager, vc-webhook-manager) and the admission
+  # image's certificate script, run by the lab's kubelet for the upstream chart's pods (hack/gpuops_lab/volcano.py)
   local out="$CACHE/bin/volcano-v$VOLCANO_VERSION" src="$CACHE/src/volcano-v$VOLCANO_VERSION"
   local mod=volcano.sh/volcano apis=volcano.sh/apis
-  if ok "$out" vc-scheduler vc-controller-manager volcano-scheduler.conf; then echo "volcano v$VOLCANO_VERSION: cached in $out"; return; fi
+  if ok "$out" vc-scheduler vc-controller-manager vc-webhook-manager gen-admission-secret.sh; then echo "volcano v$VOLCANO_VERSION: cached in $out"; return; fi
   rm -rf "$out" "$out.tmp" "$src" "$src.apis"; mkdir -p "$out.tmp" "$(dirname "$src")"
-  echo "volcano v$VOLCANO_VERSION: building vc-scheduler and vc-controller-manager in $src (cold: about 5 min on 2 cores; the second binary shares most packages)"
+  echo "volcano v$VOLCANO_VERSION: building vc-scheduler, vc-controller-manager and vc-webhook-manager in $src (cold: about 7 min on 2 cores; they share most packages)"
   copy_module "$apis@v$VOLCANO_APIS_VERSION" "$src.apis"  # (downloaded outside the volcano module, which replaces it)
   copy_module "$mod@v$VOLCANO_VERSION" "$src"
   # Its go.mod replaces volcano.sh/apis with ./staging/src/volcano.sh/apis, a directory the module zip lacks, and the
@@ -311,16 +311,16 @@ build_volcano() { # the Volcano scheduler and controller-manager (vc-scheduler, 
     "$apis" "$VOLCANO_APIS_VERSION" "docs/design/scheduling-gates-queue-admission.md" "$gate" >> "$labels"
   local ldflags="-s -w -X $mod/pkg/version.Version=v$VOLCANO_VERSION -X $mod/pkg/version.Built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   (cd "$src" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp/vc-scheduler" ./cmd/scheduler \
-     && go build -trimpath -ldflags "$ldflags" -o "$out.tmp/vc-controller-manager" ./cmd/controller-manager)
-  # The lab installs Volcano's CRDs (all of config/crd/volcano/bases: the scheduler's informers wait for every kind
-  # they watch) and runs the chart's default scheduler configuration; both kept beside the binary, never committed.
-  mkdir -p "$out.tmp/crd"
-  cp "$src"/config/crd/volcano/bases/*.yaml "$out.tmp/crd/"
-  cp "$src/installer/helm/chart/volcano/config/volcano-scheduler.conf" "$out.tmp/volcano-scheduler.conf"
-  local files
-  files=$(cd "$out.tmp" && find crd -type f | LC_ALL=C sort)
-  # shellcheck disable=SC2086
-  stamp "$out.tmp" vc-scheduler vc-controller-manager volcano-scheduler.conf $files; mv "$out.tmp" "$out"; rm -rf "$src"
+     && go build -trimpath -ldflags "$ldflags" -o "$out.tmp/vc-controller-manager" ./cmd/controller-manager \
+     && go build -trimpath -ldflags "$ldflags" -o "$out.tmp/vc-webhook-manager" ./cmd/webhook-manager)
+  # The admission image's gen-admission-secret.sh, which the chart's volcano-admission-init hook Job runs (openssl and
+  # kubectl): the lab's kubelet runs it for that Job's pod. One change: its work directory, hardcoded /tmp (shared by
+  # every lab on this machine), taken from CERTDIR when set. Its CRDs and configurations come from the chart.
+  local script="$src/installer/dockerfile/webhook-manager/gen-admission-secret.sh"
+  grep -q '^CERTDIR=/tmp$' "$script" || { echo "build.sh: $script no longer sets CERTDIR=/tmp: update build_volcano" >&2; exit 1; }
+  sed 's|^CERTDIR=/tmp$|CERTDIR=${CERTDIR:-/tmp}  # gpuops build.sh: CERTDIR from the environment when set|' "$script" > "$out.tmp/gen-admission-secret.sh"
+  chmod 0755 "$out.tmp/gen-admission-secret.sh"
+  stamp "$out.tmp" vc-scheduler vc-controller-manager vc-webhook-manager gen-admission-secret.sh; mv "$out.tmp" "$out"; rm -rf "$src"
 }
 
 build_helm_diff() { # optional (not in `all`): the helm-diff plugin, as a Helm 4 plugin directory (docs/helm_release.md)
@@ -348,9 +348,8 @@ what=${1:-all}
 case "$what" in
   k8s) build_k8s ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; nfd) build_nfd ;; nfd-chart) build_nfd_chart ;; sriov-chart) build_sriov_chart ;; sriov) build_sriov ;; registry) build_registry ;; prometheus) build_prometheus ;; alertmanager) build_alertmanager ;; kube-state-metrics) build_kube_state_metrics ;; node-exporter) build_node_exporter ;; kueue) build_kueue ;; kueue-chart) build_kueue_chart ;; volcano) build_volcano ;; volcano-chart) build_volcano_chart ;; helm-diff) build_helm_diff ;;
   all) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov; build_sriov_chart; build_registry; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue; build_kueue_chart; build_volcano; build_volcano_chart ;;
-  # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS; the NFD and SR-IOV charts too: the chart
-  # repository packages every upstream chart it serves): no OCI registry, SR-IOV operator or Volcano, nor the Kueue and
-  # Volcano charts only the tests read
-  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov_chart; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue; build_kueue_chart ;;
+  # what `make demo` needs (hack/gpuops_lab/cluster.py DEMO_SKIPS; the NFD, SR-IOV and Volcano charts too: the chart
+  # repository packages every upstream chart it serves): no OCI registry, SR-IOV operator or Volcano binaries
+  demo) build_etcd; build_kwok; build_helm; build_k8s; build_nfd; build_nfd_chart; build_sriov_chart; build_prometheus; build_alertmanager; build_kube_state_metrics; build_node_exporter; build_kueue; build_kueue_chart; build_volcano_chart ;;
   *) echo "usage: build.sh [all|demo|k8s|etcd|kwok|helm|nfd|nfd-chart|sriov|sriov-chart|registry|prometheus|alertmanager|kube-state-metrics|node-exporter|kueue|kueue-chart|volcano|volcano-chart|helm-diff]" >&2; exit 2 ;;
 esac

@@ -1,8 +1,8 @@
 """The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (built from
 their Go modules), the Service network (services.py), kwok for simulated nodes, the local chart repository, the real
 nfd-master (labels nodes from the NodeFeature objects the simulator publishes), the real SR-IOV Network Operator
-(sriov.py), the lab's kubelet (kubelet.py: the real Kueue controller for the upstream chart's pod, kueue.py), the real
-Volcano scheduler and controller-manager (volcano.py) and the operator simulator.
+(sriov.py), the lab's kubelet (kubelet.py: the real Kueue controller and Volcano's scheduler, controller-manager and
+admission webhook for their upstream charts' pods, kueue.py and volcano.py) and the operator simulator.
 
 up() is idempotent (already running parts are reported and left alone); down() stops every process
 it started, by PID, and removes the state directory."""
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import charts, kwok, nfd, pki, registry, services, sriov, volcano
+from . import charts, kwok, nfd, pki, registry, services, sriov
 from .config import BUILD_SCRIPT, HACK, LabConfig
 from .errors import LabError
 from .procs import Proc, port_free, wait_until
@@ -39,19 +39,17 @@ ORDER = (
     "nfd-master",
     "sriov-network-operator",
     "kubelet",
-    "vc-scheduler",
-    "vc-controller-manager",
     "simulator",
 )
 # `make demo` builds and starts only what the demo's site.yml uses (GPUOPS_LAB_PROFILE=demo): not the OCI chart
-# registry, the SR-IOV Network Operator or Volcano, which inventories/local enables none of (component -> its
-# binaries). A later `lab up` without the profile (make test) builds and starts the rest.
+# registry or the SR-IOV Network Operator, which inventories/local enables none of (component -> its binaries), nor
+# Volcano's binaries (the kubelet runs them for Volcano's chart, which the demo does not install). A later `lab up`
+# without the profile (make test) builds and starts the rest.
 DEMO_SKIPS: dict[str, tuple[str, ...]] = {
     "chart-registry": ("registry",),
     "sriov-network-operator": ("sriov-network-operator",),
-    "vc-scheduler": ("vc-scheduler",),
-    "vc-controller-manager": ("vc-controller-manager",),
 }
+DEMO_SKIPPED_BINARIES = ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager", "gen-admission-secret.sh")
 
 
 def demo_profile() -> bool:
@@ -72,6 +70,8 @@ BINARIES = (
     "kueue",
     "vc-scheduler",
     "vc-controller-manager",
+    "vc-webhook-manager",
+    "gen-admission-secret.sh",
 )
 
 
@@ -90,7 +90,9 @@ class Lab:
 
     def binaries_ready(self) -> list[str]:
         missing = []
-        skipped = {b for bs in DEMO_SKIPS.values() for b in bs} if demo_profile() else set()
+        skipped = (
+            {b for bs in DEMO_SKIPS.values() for b in bs} | set(DEMO_SKIPPED_BINARIES) if demo_profile() else set()
+        )
         for b in BINARIES:
             if b in skipped:
                 continue
@@ -261,10 +263,6 @@ class Lab:
             ]
         if name == "kubelet":
             return [sys.executable, "-m", "gpuops_lab.kubelet"]
-        if name == "vc-scheduler":
-            return volcano.argv(c)
-        if name == "vc-controller-manager":
-            return volcano.controller_manager_argv(c)
         if name == "simulator":
             return [sys.executable, "-m", "gpuops_lab.simulator", "--kubeconfig", kc]
         if name == "service-proxy":
@@ -279,8 +277,6 @@ class Lab:
             env.update(registry.env())
         if name == "sriov-network-operator":
             env.update(sriov.env(self.cfg.versions[sriov.VERSION_KEY]), KUBECONFIG=str(self.cfg.kubeconfig))
-        if name == "vc-scheduler":
-            env.update(volcano.env(self.cfg))
         return env
 
     def _before_start(self, name: str) -> None:
@@ -297,8 +293,6 @@ class Lab:
             from kubernetes import config
 
             sriov.ensure_prereqs(config.new_client_from_config(str(self.cfg.kubeconfig)), cfg=self.cfg)
-        if name == "vc-scheduler":
-            volcano.ensure_prereqs(self._api(), self.cfg)
 
     def _api(self):  # noqa: ANN202 - a kubernetes ApiClient for the lab's admin kubeconfig
         from kubernetes import config
@@ -331,20 +325,6 @@ class Lab:
             return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
         if name == "kubelet":
             return (lambda: "kubelet ready" in self.proc(name).tail(50)), "'kubelet ready' in its log", 30
-        if name == "vc-scheduler":  # it serves /healthz once it has created the default and root Queues
-            url = f"http://127.0.0.1:{p['volcano-healthz']}/healthz"
-            return (lambda: self._get(url) == b"ok"), f"GET {url}", 60
-        if name == "vc-controller-manager":  # /healthz answers before its controllers start: the default Queue opened
-            url = f"http://127.0.0.1:{p['volcano-cm-healthz']}/healthz"
-            clients: list = []  # one API client for all the probe's tries, made on the first
-
-            def opened() -> bool:
-                if self._get(url) != b"ok":
-                    return False
-                clients[:] = clients or [self._api()]
-                return volcano.default_queue_open(clients[0])
-
-            return opened, f"GET {url}, then the default Queue Open", 60
         if name == "kwok":
             return self._kwok_running, "'Watch nodes' in its log and still running 1 s later", 20
         raise KeyError(name)
@@ -373,14 +353,12 @@ class Lab:
                 ("kueue metrics", p["kueue-metrics"]),
                 ("kueue health probe", p["kueue-probe"]),
                 ("kueue visibility API", p["kueue-visibility"]),
-            ],
-            "vc-scheduler": [
                 ("vc-scheduler metrics", p["volcano-metrics"]),
                 ("vc-scheduler healthz", p["volcano-healthz"]),
-            ],
-            "vc-controller-manager": [
                 ("vc-controller-manager metrics", p["volcano-cm-metrics"]),
                 ("vc-controller-manager healthz", p["volcano-cm-healthz"]),
+                ("vc-webhook-manager webhook", p["volcano-admission"]),
+                ("vc-webhook-manager healthz", p["volcano-admission-healthz"]),
             ],
         }.get(name, [])
 

@@ -20,12 +20,11 @@ UPSTREAM_CHARTS = {
     "node-feature-discovery": "NFD_VERSION",
     "sriov-network-operator-chart": "SRIOV_VERSION",
     "kueue": "KUEUE_VERSION",
+    "volcano": "VOLCANO_VERSION",
 }
-# Upstream charts build.sh fetches the same way for the tests only (tests/unit/charts/test_upstream_charts.py checks the
-# fixture of the same name and the roles' values against them); the lab still serves the fixture: upstream's charts
-# register admission webhooks, CRD conversion webhooks and (Kueue) an aggregated API on in-cluster Services the lab's
-# host-process controllers do not serve (docs/local-lab.md, "Upstream charts the lab does not serve yet").
-CHECKED_CHARTS = {"volcano": "VOLCANO_VERSION"}
+# Upstream charts build.sh would fetch the same way for the tests only, while the lab still serves a fixture of the same
+# name (tests/unit/charts/test_checked_charts.py): none left - every chart a registry serves is served.
+CHECKED_CHARTS: dict[str, str] = {}
 LOCAL_INVENTORY = REPO / "inventories" / "local" / "hosts.yml"
 
 # name -> (env var, default)
@@ -57,6 +56,10 @@ PORT_DEFAULTS = {
     # the nfd-master port (+8, +9)
     "volcano-cm-metrics": ("GPUOPS_LAB_VOLCANO_CM_METRICS_PORT", 20298),
     "volcano-cm-healthz": ("GPUOPS_LAB_VOLCANO_CM_HEALTHZ_PORT", 20299),
+    # the real Volcano admission webhook's server and its healthz (HTTPS), on loopback; unset, they follow the
+    # nfd-master port (+11, +12)
+    "volcano-admission": ("GPUOPS_LAB_VOLCANO_ADMISSION_PORT", 20301),
+    "volcano-admission-healthz": ("GPUOPS_LAB_VOLCANO_ADMISSION_HEALTHZ_PORT", 20302),
 }
 
 
@@ -122,6 +125,8 @@ class LabConfig:
             "volcano-healthz": ("nfd-master", 7),
             "volcano-cm-metrics": ("nfd-master", 8),
             "volcano-cm-healthz": ("nfd-master", 9),
+            "volcano-admission": ("nfd-master", 11),
+            "volcano-admission-healthz": ("nfd-master", 12),
             "chart-registry": ("chart-repo", 1),
         }
         for name, (var, default) in PORT_DEFAULTS.items():
@@ -179,6 +184,8 @@ class LabConfig:
             "kueue": "kueue",
             "vc-scheduler": "volcano",
             "vc-controller-manager": "volcano",
+            "vc-webhook-manager": "volcano",
+            "gen-admission-secret.sh": "volcano",
             "prometheus": "prometheus",
             "promtool": "prometheus",
         }[name]

@@ -2,8 +2,9 @@
 
 A chart installs a controller as a Deployment; on a real node the kubelet runs its container with the pod's volumes
 mounted and reports it Ready when the readiness probe answers. The lab has no container runtime (images cannot be
-pulled), so for the controllers it builds from their Go modules (:data:`WORKLOADS`: Kueue) this process plays that
-kubelet, out of cluster:
+pulled), so for the controllers it builds from their Go modules (:func:`workloads`: Kueue; Volcano's scheduler,
+controller-manager and admission webhook, and the certificate script of its admission-init hook Job) this process
+plays that kubelet, out of cluster:
 
 - it watches the pods of each workload (by the chart's selector labels) and runs the real binary for the newest pod
   that is scheduled and not being deleted - one process per workload, as one replica, named after it
@@ -16,8 +17,11 @@ kubelet, out of cluster:
 - the Services whose selector matches the pod are routed through the lab's Service network (services.py): each
   Service port's target port (number or name) to the loopback port the workload gives that container port;
 - the pod's status is written as the kubelet writes it (Running, its containers started), Ready only while the
-  binary's readiness probe (the container's own readinessProbe path, on its loopback port) answers 200: kwok's
-  pod-ready stage leaves these pods alone (kwok.py), so a Deployment is available exactly when the controller is.
+  binary's readiness probe (the container's own readinessProbe path, on its loopback port) answers 200 - a container
+  without a readiness probe is Ready while it runs, as a kubelet reports it: kwok's pod-ready and pod-complete stages
+  leave these pods alone (kwok.py), so a Deployment is available exactly when the controller is;
+- a Job's pod (a workload of kind "job": a Helm hook's) is run once to its end and reported Succeeded or Failed by its
+  exit code, as a kubelet reports a container with restartPolicy Never; the Job controller takes it from there.
 
 `python -m gpuops_lab.kubelet` (component `kubelet`, started after the control plane). What it does is logged, one
 line an event, in `.state/lab/logs/kubelet.log`."""
@@ -36,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import kueue
+from . import kueue, volcano
 from .config import LabConfig
 from .pods import Workload, container, host_path
 from .procs import Proc
@@ -45,12 +49,17 @@ POLL_SECONDS = 0.5
 
 
 def workloads() -> tuple[Workload, ...]:
-    return (kueue.WORKLOAD,)
+    return (kueue.WORKLOAD, *volcano.WORKLOADS)
 
 
-def kwok_excluded_names() -> list[str]:
-    """The `app.kubernetes.io/name` values of the pods this kubelet plays (kwok's pod-ready stage skips them)."""
-    return [w.selector["app.kubernetes.io/name"] for w in workloads()]
+def kwok_exclusions() -> dict[str, list[str]]:
+    """label key -> the values of the pods this kubelet plays (each workload's first selector label; kwok's pod-ready
+    and pod-complete stages skip them)."""
+    out: dict[str, list[str]] = {}
+    for w in workloads():
+        key, value = next(iter(w.selector.items()))
+        out.setdefault(key, []).append(value)
+    return out
 
 
 def pod_root(cfg: LabConfig, namespace: str, name: str) -> Path:
@@ -73,7 +82,7 @@ def volume_files(
         elif "secret" in vol:
             kind, source, items = "Secret", vol["secret"]["secretName"], vol["secret"].get("items")
         else:
-            continue  # emptyDir and the rest: a directory the prepare step makes
+            continue  # emptyDir and the rest: a directory (make_dirs)
         data = read(kind, ns, source)
         if data is None:
             out[mount["mountPath"]] = None
@@ -82,6 +91,13 @@ def volume_files(
         sub = mount.get("subPath")
         out[mount["mountPath"]] = {"": files[sub]} if sub and sub in files else ({} if sub else files)
     return out
+
+
+def make_dirs(root: Path, spec: dict[str, Any], files: dict[str, dict[str, bytes] | None]) -> None:
+    """The directories of the container's other mounts (emptyDir and the like)."""
+    for mount in spec.get("volumeMounts") or []:
+        if mount["mountPath"] not in files:
+            host_path(root, mount["mountPath"]).mkdir(parents=True, exist_ok=True)
 
 
 def write_volume_files(root: Path, files: dict[str, dict[str, bytes] | None]) -> list[str]:
@@ -146,8 +162,11 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pod_status(pod: dict[str, Any], name: str, ready: bool, started_at: str, restarts: int) -> dict[str, Any]:
-    """The status a kubelet writes for a running pod whose one played container is (not) ready."""
+def pod_status(
+    pod: dict[str, Any], name: str | None, ready: bool, started_at: str, restarts: int, exit_code: int | None = None
+) -> dict[str, Any]:
+    """The status a kubelet writes for a running pod whose one played container is (not) ready; with `exit_code`, for
+    a pod whose container (restartPolicy Never) ended: Succeeded on 0, else Failed."""
     now = _now()
     old = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
 
@@ -157,13 +176,20 @@ def pod_status(pod: dict[str, Any], name: str, ready: bool, started_at: str, res
         since = prev.get("lastTransitionTime") if prev.get("status") == status else now
         c: dict[str, Any] = {"type": kind, "status": status, "lastTransitionTime": since or now, "lastProbeTime": None}
         if not ok:
-            c["reason"] = "ContainersNotReady"
-            c["message"] = f"containers with unready status: [{name}]"
+            c["reason"] = "ContainersNotReady" if exit_code is None else "PodCompleted"
+            c["message"] = f"containers with unready status: [{cname}]"
         return c
 
     spec = container(pod, name)
+    cname = spec["name"]
+    state: dict[str, Any] = {"running": {"startedAt": started_at}}
+    phase = "Running"
+    if exit_code is not None:
+        phase = "Succeeded" if exit_code == 0 else "Failed"
+        reason = "Completed" if exit_code == 0 else "Error"
+        state = {"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started_at, "finishedAt": _now()}}
     return {
-        "phase": "Running",
+        "phase": phase,
         "hostIP": "127.0.0.1",
         "podIP": pod_ip(pod["metadata"]["uid"]),
         "podIPs": [{"ip": pod_ip(pod["metadata"]["uid"])}],
@@ -171,20 +197,20 @@ def pod_status(pod: dict[str, Any], name: str, ready: bool, started_at: str, res
         "conditions": [
             cond("PodReadyToStartContainers", True),
             cond("Initialized", True),
-            cond("ContainersReady", ready),
-            cond("Ready", ready),
+            cond("ContainersReady", ready and exit_code is None),
+            cond("Ready", ready and exit_code is None),
             cond("PodScheduled", True),
         ],
         "containerStatuses": [
             {
-                "name": name,
+                "name": cname,
                 "image": spec.get("image", ""),
                 "imageID": "",
                 "containerID": f"gpuops-lab://{pod['metadata']['uid']}",
-                "ready": ready,
-                "started": True,
+                "ready": ready and exit_code is None,
+                "started": exit_code is None,
                 "restartCount": restarts,
-                "state": {"running": {"startedAt": started_at}},
+                "state": state,
             }
         ],
     }
@@ -239,8 +265,14 @@ class Kubelet:
 
     @staticmethod
     def chosen(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """The pod to run: the newest one scheduled to a node and not being deleted."""
-        live = [p for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+        """The pod to run: the newest one scheduled to a node, not being deleted and not ended."""
+        live = [
+            p
+            for p in pods
+            if p["spec"].get("nodeName")
+            and not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
         live.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
         return live[-1] if live else None
 
@@ -266,18 +298,34 @@ class Kubelet:
         for path in write_volume_files(root, files):
             self.say(f"{w.name}: pod {ns}/{name}: wrote {path}")
         proc = self.proc(w)
+        if w.kind == "job" and run is not None:
+            if not proc.alive():  # it ended: the pod's phase from its exit code, once
+                self.finish(w, pod, run, proc.exit_code())
+            return
         if run is None or not proc.alive():
             missing = [m for m, content in files.items() if content is None]
             if missing:  # the kubelet does not start a container whose volume source is missing
                 return
+            make_dirs(root, container(pod, w.container), files)
             argv, env = w.prepare(self.cfg, pod, root)
             restarts = 0 if run is None else run.restarts + 1
             proc.start(argv, env=env)
             run = _Running(pod["metadata"]["uid"], ns, name, _now(), restarts)
             self.running[w.name] = run
             self.say(f"{w.name}: started for pod {ns}/{name} (pid {proc.pid()}, restarts {restarts})")
+        if w.kind == "job":
+            return
         self._route(w, pod, run)
         self._report(w, pod, run)
+
+    def finish(self, w: Workload, pod: dict[str, Any], run: _Running, code: int | None) -> None:
+        """A job workload's pod ended: Succeeded (exit 0) or Failed, as a kubelet reports it (an exit this kubelet did
+        not see counts as a failure)."""
+        code = 1 if code is None else code
+        status = pod_status(pod, w.container, False, run.started_at, run.restarts, exit_code=code)
+        self.core.patch_namespaced_pod_status(run.name, run.namespace, {"status": status})
+        self.running.pop(w.name, None)
+        self.say(f"{w.name}: pod {run.namespace}/{run.name} {status['phase']} (exit code {code})")
 
     def _route(self, w: Workload, pod: dict[str, Any], run: _Running) -> None:
         from . import services
@@ -300,8 +348,9 @@ class Kubelet:
 
     def _report(self, w: Workload, pod: dict[str, Any], run: _Running) -> None:
         url = probe_url(container(pod, w.container), w.ports(self.cfg))
-        ready = False
+        ready = self.proc(w).alive()  # no readiness probe: Ready while the container runs
         if url is not None:
+            ready = False
             try:
                 with urllib.request.urlopen(url, timeout=1) as r:  # noqa: S310 - loopback only
                     ready = r.status == 200

@@ -2,9 +2,10 @@
 (copied next to the binary by hack/cluster/build.sh), with one change: pods whose status the operator
 simulator manages (annotation sim.gpuops.io/managed-status) are left alone by the pod-ready stage, so a
 simulated failure (CrashLoopBackOff, stuck in Init) is not overwritten with Running/Ready; and a Job's pods annotated
-sim.gpuops.io/run-until-deleted keep running (pod-complete skips them); and the pods of the controllers the lab's
-kubelet runs for real (kubelet.py: Kueue's controller-manager) are left to it, which reports them Ready only while the
-controller's readiness probe answers."""
+sim.gpuops.io/run-until-deleted keep running (pod-complete skips them); and the pods of the programs the lab's
+kubelet runs for real (kubelet.py: Kueue's controller-manager, Volcano's three, the Volcano admission-init hook Job's
+pod) are left to it, which reports them Ready only while the controller runs and its readiness probe answers, and a
+Job's pod Succeeded or Failed as its program ends."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ MANAGED_STATUS = "sim.gpuops.io/managed-status"
 # A Job's pod with this annotation keeps running until it is deleted (a long training job), instead of completing at
 # once (kwok's pod-complete stage): the batch tests hold quota with it.
 RUN_UNTIL_DELETED = "sim.gpuops.io/run-until-deleted"
-NAME_LABEL = "app.kubernetes.io/name"
 STAGES = (
     "node-initialize.yaml",
     "node-heartbeat-with-lease.yaml",
@@ -60,12 +60,11 @@ def render(cfg: LabConfig) -> list[dict]:
         if stage["metadata"]["name"] in ("pod-ready", "pod-complete"):
             exprs = stage["spec"]["selector"].setdefault("matchExpressions", [])
             exprs.append({"key": f'.metadata.annotations["{MANAGED_STATUS}"]', "operator": "DoesNotExist"})
-        if stage["metadata"]["name"] == "pod-ready":
-            from .kubelet import kwok_excluded_names
+        if stage["metadata"]["name"] in ("pod-ready", "pod-complete"):
+            from .kubelet import kwok_exclusions
 
-            exprs.append(
-                {"key": f'.metadata.labels["{NAME_LABEL}"]', "operator": "NotIn", "values": kwok_excluded_names()}
-            )
+            for key, values in kwok_exclusions().items():
+                exprs.append({"key": f'.metadata.labels["{key}"]', "operator": "NotIn", "values": values})
         if stage["metadata"]["name"] == "pod-complete":
             exprs.append({"key": f'.metadata.annotations["{RUN_UNTIL_DELETED}"]', "operator": "DoesNotExist"})
         docs.append(stage)

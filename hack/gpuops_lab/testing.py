@@ -1,6 +1,7 @@
 """pytest fixtures of the local lab (a real control plane), shared by the product's integration tests
 (tests/conftest.py) and the lab's own (hack/tests/conftest.py): `cluster`, `core`, `namespace`,
-`add_nodes`; `snapshot`, what the playbooks can write, and `site_run`, to prove a run changed nothing."""
+`add_nodes`, `volcano_release`; `snapshot`, what the playbooks can write, and `site_run`, to prove a run changed
+nothing."""
 
 from __future__ import annotations
 
@@ -140,6 +141,18 @@ def cluster() -> Iterator[Cluster]:
     api = config.new_client_from_config(str(cfg.kubeconfig))
     yield Cluster(lab, cfg, str(cfg.kubeconfig), api, cfg.chart_repo_url)
     lab.check()  # a component that died during the session fails the run, naming its log
+
+
+@pytest.fixture(scope="module")
+def volcano_release(cluster: Cluster) -> Iterator[str]:
+    """Volcano from its upstream chart (the lab's own release in volcano-system: its scheduler, controller-manager and
+    admission webhook run by the lab's kubelet), for one test module; uninstalled after it (its CRDs, and every Volcano
+    object, go with the release). Returns the namespace."""
+    from . import volcano
+
+    volcano.install(cluster.cfg)
+    yield volcano.NAMESPACE
+    volcano.uninstall(cluster.cfg)
 
 
 @pytest.fixture

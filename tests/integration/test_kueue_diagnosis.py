@@ -212,9 +212,9 @@ def test_batch_rows_each_from_its_fault(cluster, namespace, kueue_objects):
     assert res["api_requests"] >= 6
 
 
-def test_pods_naming_a_scheduler_that_does_not_run(cluster, namespace, core):
-    # the lab runs Volcano but not KAI: a kai-scheduler pod is one nobody looks at, a volcano pod one that Volcano
-    # answers (a PodScheduled condition, placed or not) and the rule must leave alone
+def test_pods_naming_a_scheduler_that_does_not_run(cluster, namespace, core, volcano_release):
+    # Volcano runs (its chart installed) but not KAI: a kai-scheduler pod is one nobody looks at, a volcano pod one
+    # that Volcano answers (a PodScheduled condition, placed or not) and the rule must leave alone
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -1,8 +1,10 @@
-"""Gang scheduling and queue capability through the real Volcano v1.15.1 scheduler of the lab (vc-scheduler, the chart's
-default configuration: enqueue, allocate, backfill; gang, proportion, overcommit, predicates...) and its real
-controller-manager (vc-controller-manager: queue, podgroup, job and gc controllers). Nothing of Volcano is simulated;
-kwok runs the pods it binds. The gang and queue tests make their PodGroups themselves (as the job controller does for a
-vcjob); the controller-manager opens new Queues. Volcano's webhooks are not run: the objects are created complete.
+"""Gang scheduling and queue capability through the real Volcano v1.15.1 of the lab, installed by upstream's chart (the
+`volcano_release` fixture; the lab's kubelet runs vc-scheduler with the chart's default configuration - enqueue,
+allocate, backfill; gang, proportion, overcommit, predicates... -, vc-controller-manager with the chart's controllers,
+and vc-webhook-manager, whose webhooks default and validate every Volcano object below). Nothing of Volcano is
+simulated; kwok runs the pods it binds. The gang and queue tests make their PodGroups themselves (as the job controller
+does for a vcjob); the controller-manager opens new Queues, and Volcano's webhook admits a PodGroup only into an open
+Queue, so a test waits for its Queue to open as a user must.
 
 - all or nothing: a PodGroup of 3 pods x 8 GPUs on two 8-GPU nodes has no pod bound and never runs over many
   scheduling cycles; once a third node advertises 8 GPUs the three pods are bound together and the group runs;
@@ -35,6 +37,11 @@ INSTANCE = "gpuops.test/instance"
 KWOK = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
 GPUS = {"nvidia.com/gpu": "8"}
 CYCLES = 10  # seconds watched: vc-scheduler runs a scheduling cycle every second (--schedule-period 1s)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _volcano(volcano_release):
+    return volcano_release
 
 
 @pytest.fixture
@@ -143,7 +150,7 @@ def watch(custom, core, namespace: str, group: str, pods: list[str], seconds: fl
 
 
 def logs_hint(cluster) -> str:
-    return f"see {cluster.cfg.logs}/vc-scheduler.log and vc-controller-manager.log"
+    return f"see {cluster.cfg.logs}/volcano-scheduler.log, volcano-controller.log and volcano-admission.log"
 
 
 def test_a_gang_that_does_not_fit_binds_no_pod_until_it_fits(cluster, core, custom, namespace, gpu_nodes):

@@ -11,11 +11,12 @@ docs/user-guide/how_to_use_capacity_plugin.md) and ../shared/reference/upstream-
 
 - Queues (``scheduling.volcano.sh/v1beta1``, cluster scope): weight (>= 1), capability, deserved, guarantee,
   reclaimable, parent, priority. Volcano's webhook refuses, and the role refuses before any change:
-  guarantee > deserved, deserved > capability (per resource), a child's capability above its nearest ancestor's, the
-  children's guarantee or deserved summed above the parent's (an absent dimension of the parent counts as zero), a
+  guarantee > deserved (or no deserved share for a guaranteed resource), deserved > capability (per resource), a
+  child's capability above its nearest ancestor's, the children's guarantee or deserved summed above the parent's (an
+  absent dimension of the parent counts as zero), a
   tree deeper than 5; the role also refuses an unknown parent, a cycle, and the names ``root`` and ``default`` (the
   scheduler creates those queues itself and the webhook refuses deleting them).
-- The scheduler configuration: upstream's default (proportion plugin: weight, capability, guarantee). A queue with a
+- The scheduler configuration: upstream's default (proportion plugin: weight, capability). A queue with a
   ``parent`` or ``deserved`` is read only by the capacity plugin, so then the role writes the capacity plugin with
   ``enableHierarchy`` (and the reclaim action) in place of proportion; a ``weight`` is then not read: an error.
 - The chart values: the images pinned to the chart version, the scheduler name, the admissions and the component
@@ -24,7 +25,6 @@ docs/user-guide/how_to_use_capacity_plugin.md) and ../shared/reference/upstream-
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -215,16 +215,23 @@ RESERVED_WHY = (
     "them",
     "name the queue otherwise (jobs choose it with spec.queue)",
 )
-# guarantee <= deserved <= capability, per resource (Volcano's webhook); the capacity plugin also requires a deserved
-# share for every guaranteed resource
-_GUARANTEE_DESERVED = _queue_tree.Order(
-    "guarantee",
-    "deserved",
-    "volcano-queue-guarantee-above-deserved",
-    "Volcano's webhook refuses a guarantee above the deserved share",
-    "raise deserved[{res}] or lower guarantee[{res}]",
-)
-_ORDER_REST = (
+# guarantee <= deserved <= capability, per resource (Volcano's webhook, v1.15.1 validate_queue.go
+# validateResourceQuantityOfQueue): a guaranteed resource needs a deserved share of at least it, whichever plugin
+# schedules (the webhook refuses `deserved[cpu] must be >= guarantee[cpu]` when deserved does not name it)
+ORDER = (
+    _queue_tree.Order(
+        "guarantee",
+        "deserved",
+        "volcano-queue-guarantee-above-deserved",
+        "Volcano's webhook refuses a guarantee above the deserved share",
+        "raise deserved[{res}] or lower guarantee[{res}]",
+        unset=(
+            "Volcano's webhook refuses a guarantee without a deserved share of at least it (deserved[res] >= "
+            "guarantee[res]), with weights too; a deserved share is read by the capacity plugin, which the role then "
+            "writes (weights are not read there)",
+            "set deserved[{res}] to at least {low}, or drop guarantee[{res}] and keep weights",
+        ),
+    ),
     _queue_tree.Order(
         "guarantee",
         "capability",
@@ -241,17 +248,6 @@ _ORDER_REST = (
         "raise capability[{res}] or lower deserved[{res}]",
     ),
 )
-ORDER = (_GUARANTEE_DESERVED, *_ORDER_REST)
-ORDER_CAPACITY = (
-    dataclasses.replace(
-        _GUARANTEE_DESERVED,
-        unset=(
-            "Volcano requires deserved >= guarantee for every guaranteed resource once queues use the capacity plugin",
-            "set deserved[{res}] to at least {low}",
-        ),
-    ),
-    *_ORDER_REST,
-)
 
 
 def _queue(
@@ -261,7 +257,7 @@ def _queue(
     des = _resources(q.get("deserved"), f"{where}.deserved", findings, name)
     gua = _resources(q.get("guarantee"), f"{where}.guarantee", findings, name)
     amounts: dict[str, Mapping[str, Fraction | None]] = {"capability": cap, "deserved": des, "guarantee": gua}
-    findings += _queue_tree.order_findings("Queue", name, amounts, ORDER_CAPACITY if capacity else ORDER)
+    findings += _queue_tree.order_findings("Queue", name, amounts, ORDER)
     weight = q.get("weight")
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or weight < 1):
         findings.append(

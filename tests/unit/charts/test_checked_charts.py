@@ -1,9 +1,8 @@
 """The upstream Kueue and Volcano charts (hack/cluster/build.sh kueue-chart / volcano-chart copy them out of their Go
 module zips into the lab's build cache; a missing one fails, naming the build step), rendered with the real helm: the
-kueue and volcano roles' values land where upstream reads them; the interface of Kueue's chart the lab's kubelet serves
-(kubelet.py: container ports, probes, Services, volumes) is pinned, and for Volcano, whose fixture the lab still
-serves, the fixture mirrors what the role relies on and what upstream's chart creates that the lab cannot serve yet
-(docs/local-lab.md) is pinned, so a version that changes either shows up as a failing test."""
+kueue and volcano roles' values land where upstream reads them, and the interface of each chart the lab's kubelet
+serves (kubelet.py: container ports, probes, Services, volumes, Volcano's hook Job) is pinned, so a version that changes
+it shows up as a failing test."""
 
 from __future__ import annotations
 
@@ -195,12 +194,15 @@ def _volcano_values(**variables) -> dict:
     return values
 
 
-def test_volcano_chart_is_the_role_pin(volcano_chart):
+def test_volcano_chart_is_the_role_pin_and_served(volcano_chart):
+    """The role's pin, the lab's Volcano binaries (versions.env VOLCANO_VERSION) and the chart agree; the lab's
+    repository serves upstream's chart, no fixture."""
+    from gpuops_lab.config import UPSTREAM_CHARTS
+
     meta = yaml.safe_load((volcano_chart / "Chart.yaml").read_text())
-    fixture = yaml.safe_load((FIXTURES / "volcano/Chart.yaml").read_text())
     assert (meta["name"], str(meta["version"]), str(meta["appVersion"])) == ("volcano", "1.15.1", "1.15.1")
-    assert (fixture["name"], str(fixture["version"])) == (meta["name"], str(meta["version"]))
     assert _defaults("volcano")["volcano_chart_version"] == _lab().upstream_chart_version("volcano") == "1.15.1"
+    assert UPSTREAM_CHARTS["volcano"] == "VOLCANO_VERSION" and not (FIXTURES / "volcano").exists()
 
 
 @pytest.mark.parametrize(
@@ -224,58 +226,98 @@ def test_volcano_role_values_render_on_the_upstream_chart(volcano_chart, queues)
     assert f"--enabled-admission={','.join(_defaults('volcano')['volcano_enabled_admissions'])}" in admission["args"]
     off = _render(volcano_chart, "volcano", "volcano-system", _volcano_values(volcano_admission_enable=False))
     assert _names(off, "Deployment") == {"volcano-scheduler", "volcano-controllers"}
+    assert not [d for d in off if d["kind"].endswith("WebhookConfiguration") or d["kind"] == "Job"]
 
 
 def test_volcano_role_default_configuration_is_upstreams(volcano_chart):
-    """The role's configuration without hierarchical queues is the chart's default (config/volcano-scheduler.conf),
-    the file the lab's vc-scheduler runs with too."""
+    """The role's configuration without hierarchical queues is the chart's default (config/volcano-scheduler.conf)."""
     from ansible_collections.gpuops.platform.plugins.module_utils.batch import _volcano
 
     upstream = yaml.safe_load((volcano_chart / "config/volcano-scheduler.conf").read_text())
     assert yaml.safe_load(_volcano.scheduler_config([])) == upstream
-    fixture = _render(FIXTURES / "volcano", "volcano", "volcano-system", {})
-    conf = _one(fixture, "ConfigMap", "volcano-scheduler-configmap")["data"]["volcano-scheduler.conf"]
-    assert yaml.safe_load(conf) == upstream
 
 
-def test_volcano_fixture_deployments_are_upstreams(volcano_chart):
-    """The fixture's Deployments carry upstream's names and `app` labels (the controllers' is volcano-controller)."""
-    values = _volcano_values()
-    upstream = _render(volcano_chart, "volcano", "volcano-system", values)
-    fixture = _render(FIXTURES / "volcano", "volcano", "volcano-system", values)
-
-    def labels(docs: list[dict]) -> dict:
-        return {d["metadata"]["name"]: d["metadata"]["labels"]["app"] for d in docs if d["kind"] == "Deployment"}
-
-    assert (
-        labels(fixture)
-        == labels(upstream)
-        == {
-            "volcano-scheduler": "volcano-scheduler",
-            "volcano-controllers": "volcano-controller",
-            "volcano-admission": "volcano-admission",
-        }
-    )
+def _mount(pod: dict, container: dict, path: str) -> dict:
+    """The volume mounted at `path` in the container."""
+    (name,) = [m["name"] for m in container["volumeMounts"] if m["mountPath"] == path]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == name]
+    return volume
 
 
-def test_volcano_upstream_chart_registers_what_the_lab_does_not_serve(volcano_chart):
-    """Why the lab serves the fixture: with the role's default admission_enable, upstream's chart runs a pre-install /
-    pre-upgrade hook Job (volcano-admission-init: a script that writes the webhook certificate Secret) and creates the
-    webhook configurations on the in-cluster Service volcano-admission-service with failurePolicy Fail and no caBundle
-    (vc-webhook-manager injects it); the lab runs no webhook-manager. Every Volcano CRD is a template of the release
-    (the lab installs six of them before vc-scheduler starts)."""
+def test_volcano_chart_interface_the_labs_kubelet_serves(volcano_chart):
+    """What the lab's kubelet relies on (hack/gpuops_lab/volcano.py): each Deployment's pods by their `app` label, the
+    Services' target ports, the files its arguments name inside the pod's ConfigMap, Secret and emptyDir volumes, the
+    hook Job's name and command, and every Volcano CRD a template of the release (so the controllers find their
+    kinds). A chart version that changes one of them fails here, not in the lab."""
     from gpuops_lab import volcano as lab_volcano
 
     docs = _render(volcano_chart, "volcano", "volcano-system", _volcano_values())
-    job = _one(docs, "Job", "volcano-admission-init")
+    workloads = {w.name: w for w in lab_volcano.WORKLOADS}
+    for deployment, workload in (
+        ("volcano-scheduler", "volcano-scheduler"),
+        ("volcano-controllers", "volcano-controller"),
+        ("volcano-admission", "volcano-admission"),
+    ):
+        d = _one(docs, "Deployment", deployment)
+        assert d["spec"]["selector"]["matchLabels"] == workloads[workload].selector
+        assert d["spec"]["template"]["metadata"]["labels"]["app"] == workloads[workload].selector["app"]
+    services = {
+        "volcano-scheduler-service": lab_volcano.SCHEDULER_PORTS,
+        "volcano-controllers-service": lab_volcano.CONTROLLER_PORTS,
+        "volcano-admission-service": lab_volcano.ADMISSION_PORTS,
+    }
+    for name, ports in services.items():
+        assert [p["targetPort"] for p in _one(docs, "Service", name)["spec"]["ports"]] == list(ports)
+    # the scheduler: its configuration file in the ConfigMap volume, its klog socket directory an emptyDir
+    pod = _one(docs, "Deployment", "volcano-scheduler")["spec"]["template"]["spec"]
+    (sched,) = pod["containers"]
+    assert "--scheduler-conf=/volcano.scheduler/volcano-scheduler.conf" in sched["args"]
+    assert _mount(pod, sched, "/volcano.scheduler")["configMap"]["name"] == "volcano-scheduler-configmap"
+    assert {"name": "DEBUG_SOCKET_DIR", "value": "/tmp/klog-socks"} in sched["env"]
+    assert "emptyDir" in _mount(pod, sched, "/tmp/klog-socks")
+    # the webhook: its certificate files in the hook's Secret, its configuration in a ConfigMap, its port the Service's
+    pod = _one(docs, "Deployment", "volcano-admission")["spec"]["template"]["spec"]
+    (adm,) = pod["containers"]
+    certs = "/admission.local.config/certificates"
+    for flag, key in (
+        ("--tls-cert-file", "tls.crt"),
+        ("--tls-private-key-file", "tls.key"),
+        ("--ca-cert-file", "ca.crt"),
+    ):
+        assert f"{flag}={certs}/{key}" in adm["args"]
+    assert _mount(pod, adm, certs)["secret"]["secretName"] == "volcano-admission-secret"
+    assert "--port=8443" in adm["args"] and "--webhook-service-name=volcano-admission-service" in adm["args"]
+    assert "--admission-conf=/admission.local.config/configmap/volcano-admission.conf" in adm["args"]
+    # the hook Job whose pod the kubelet runs (by its job-name label): the admission image's script, into that Secret
+    job = _one(docs, "Job", f"{lab_volcano.RELEASE}-admission-init")
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    (init,) = job["spec"]["template"]["spec"]["containers"]
+    assert init["command"] == [
+        f"./{lab_volcano.SECRET_SCRIPT}",
+        "--service",
+        "volcano-admission-service",
+        "--namespace",
+        "volcano-system",
+        "--secret",
+        "volcano-admission-secret",
+    ]
     hooks = [h for d in docs if d["kind"].endswith("WebhookConfiguration") for h in d["webhooks"]]
     assert len(hooks) == 7
-    for hook in hooks:
+    for hook in hooks:  # no caBundle: vc-webhook-manager injects its CA
         assert hook["failurePolicy"] == "Fail" and set(hook["clientConfig"]) == {"service"}
-        assert hook["clientConfig"]["service"]["name"] == "volcano-admission-service"
+        assert hook["clientConfig"]["service"] == {
+            "name": "volcano-admission-service",
+            "namespace": "volcano-system",
+            "path": hook["clientConfig"]["service"]["path"],
+            "port": 443,
+        }
     specs = [c["spec"] for c in _kind(docs, "CustomResourceDefinition")]
-    crds = {f"{spec['group']}_{spec['names']['plural']}.yaml" for spec in specs}
-    assert set(lab_volcano.CRDS) <= crds and len(crds) == 11
-    off = _render(volcano_chart, "volcano", "volcano-system", _volcano_values(volcano_admission_enable=False))
-    assert not [d for d in off if d["kind"].endswith("WebhookConfiguration") or d["kind"] == "Job"]
+    assert {f"{spec['group']}/{spec['names']['plural']}" for spec in specs} >= {
+        "scheduling.volcano.sh/queues",
+        "scheduling.volcano.sh/podgroups",
+        "batch.volcano.sh/jobs",
+        "bus.volcano.sh/commands",
+        "topology.volcano.sh/hypernodes",
+        "nodeinfo.volcano.sh/numatopologies",
+        "flow.volcano.sh/jobflows",
+    }

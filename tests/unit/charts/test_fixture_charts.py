@@ -635,36 +635,7 @@ def test_nfd_crds():
     ]
 
 
-VOLCANO = CHARTS / "volcano"
 KAI = CHARTS / "kai-scheduler"
-
-
-def test_volcano_renders_the_role_values():
-    from ansible_collections.gpuops.platform.plugins.module_utils.batch import _volcano
-
-    queues = [{"name": "p", "deserved": {"cpu": 8}}, {"name": "a", "parent": "p", "deserved": {"cpu": 4}}]
-    values = _volcano.chart_values(
-        {
-            "volcano_chart_version": "1.15.1",
-            "volcano_scheduler_name": "volcano",
-            "volcano_admission_enable": False,
-            "volcano_enabled_admissions": ["/jobs/mutate"],
-            "volcano_queues": queues,
-        }
-    )
-    docs = render(VOLCANO, release="volcano", **values)
-    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Deployment") == [
-        "volcano-controllers",
-        "volcano-scheduler",
-    ]
-    conf = yaml.safe_load(one(docs, "ConfigMap", "volcano-scheduler-configmap")["data"]["volcano-scheduler.conf"])
-    assert "capacity" in [p["name"] for t in conf["tiers"] for p in t["plugins"]]
-    sched = one(docs, "Deployment", "volcano-scheduler")["spec"]["template"]["spec"]["containers"][0]
-    assert sched["image"] == "docker.io/volcanosh/vc-scheduler:v1.15.1"
-    assert "--scheduler-name=volcano" in sched["args"]
-    # the default configuration is upstream's (proportion) when the role sets none
-    conf = yaml.safe_load(one(render(VOLCANO), "ConfigMap")["data"]["volcano-scheduler.conf"])
-    assert "proportion" in [p["name"] for t in conf["tiers"] for p in t["plugins"]]
 
 
 def test_kai_scheduler_renders_the_role_values_and_queues_fit_the_crd():

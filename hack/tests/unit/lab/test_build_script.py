@@ -201,8 +201,8 @@ def test_sriov_chart_step_is_in_all_and_demo():
         assert "build_sriov_chart;" in line, target
 
 
-# upstream charts fetched by their own step: step, module, directory in it, chart, version key (Kueue's is served by
-# the chart repository, config.UPSTREAM_CHARTS; Volcano's only the tests read, config.CHECKED_CHARTS)
+# upstream charts fetched by their own step: step, module, directory in it, chart, version key (both served by the
+# chart repository, config.UPSTREAM_CHARTS)
 FETCHED = {
     "kueue": ("kueue-chart", "sigs.k8s.io/kueue", "charts/kueue", "KUEUE_VERSION"),
     "volcano": ("volcano-chart", "volcano.sh/volcano", "installer/helm/chart/volcano", "VOLCANO_VERSION"),
@@ -263,11 +263,12 @@ def _steps():
     }
 
 
-def test_checked_chart_step_is_in_all_not_demo():
-    """Only the tests read Volcano's chart (the demo runs no Volcano), so `all` fetches it and `demo` does not."""
+def test_volcano_chart_step_is_in_all_and_demo_its_binaries_in_all_only():
+    """The chart repository serves Volcano's chart (it packages every served chart, so the demo's build fetches it
+    too); Volcano's binaries only the tests run (the demo installs no Volcano)."""
     steps = _steps()
-    assert "build_volcano_chart" in steps["all"] and "build_volcano_chart" not in steps["demo"]
-    assert "build_volcano" in steps["all"] and "build_nfd_chart" in steps["demo"]
+    assert "build_volcano_chart" in steps["all"] and "build_volcano_chart" in steps["demo"]
+    assert "build_volcano" in steps["all"] and "build_volcano" not in steps["demo"]
 
 
 def test_kueue_chart_step_is_in_all_and_demo():

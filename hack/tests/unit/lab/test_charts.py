@@ -42,6 +42,13 @@ def _cache_kueue(cfg: LabConfig) -> Path:
     return chart
 
 
+def _cache_volcano(cfg: LabConfig) -> Path:
+    """Upstream's Volcano chart: its Chart.yaml in git carries the release version."""
+    chart = _chart(cfg.upstream_chart_dir("volcano"), "volcano", cfg.versions["VOLCANO_VERSION"])
+    (chart.parent / "SHA256SUMS").write_text("")
+    return chart
+
+
 def _cache_sriov(cfg: LabConfig) -> Path:
     """Upstream's SR-IOV chart as its git tree has it: version 0.0.0-dev, the release stamps the real one."""
     chart = _chart(cfg.upstream_chart_dir(SRIOV), SRIOV, "0.0.0-dev")
@@ -55,6 +62,7 @@ def _cache_sriov(cfg: LabConfig) -> Path:
         ("node-feature-discovery", "NFD_VERSION"),
         ("sriov-network-operator-chart", "SRIOV_VERSION"),
         ("kueue", "KUEUE_VERSION"),
+        ("volcano", "VOLCANO_VERSION"),
     ],
 )
 def test_upstream_charts_are_in_the_cache_at_the_pinned_version(tmp_path, name, key):
@@ -63,6 +71,7 @@ def test_upstream_charts_are_in_the_cache_at_the_pinned_version(tmp_path, name, 
         "node-feature-discovery": "NFD_VERSION",
         SRIOV: "SRIOV_VERSION",
         "kueue": "KUEUE_VERSION",
+        "volcano": "VOLCANO_VERSION",
     }
     assert cfg.upstream_chart_version(name) == cfg.versions[key]
     assert cfg.upstream_chart_dir(name) == tmp_path / "cache" / "charts" / f"{name}-v{cfg.versions[key]}" / name
@@ -70,36 +79,27 @@ def test_upstream_charts_are_in_the_cache_at_the_pinned_version(tmp_path, name, 
 
 def test_missing_upstream_names_the_chart_until_it_is_cached_with_its_stamp(tmp_path):
     cfg = _cfg(tmp_path)
-    served = ["node-feature-discovery chart", f"{SRIOV} chart", "kueue chart"]
-    assert charts.missing_upstream(cfg) == [*served, "volcano chart"]
-    assert charts.missing_upstream(cfg, checked=False) == served  # the demo's build: the served charts only
+    served = ["node-feature-discovery chart", f"{SRIOV} chart", "kueue chart", "volcano chart"]
+    assert charts.missing_upstream(cfg) == served
+    assert charts.missing_upstream(cfg, checked=False) == served  # the demo's build: every served chart too
     chart = _cache_nfd(cfg)
-    assert charts.missing_upstream(cfg, checked=False) == [f"{SRIOV} chart", "kueue chart"]
+    assert charts.missing_upstream(cfg, checked=False) == [f"{SRIOV} chart", "kueue chart", "volcano chart"]
     _cache_sriov(cfg)
     _cache_kueue(cfg)
-    assert charts.missing_upstream(cfg, checked=False) == []
-    for name in CHECKED_CHARTS:
-        checked = _chart(cfg.upstream_chart_dir(name), name, cfg.upstream_chart_version(name))
-        (checked.parent / "SHA256SUMS").write_text("")
+    _cache_volcano(cfg)
     assert charts.missing_upstream(cfg) == []
     (chart.parent / "SHA256SUMS").unlink()
     assert charts.missing_upstream(cfg) == ["node-feature-discovery chart"]
 
 
-@pytest.mark.parametrize(("name", "key"), [("volcano", "VOLCANO_VERSION")])
-def test_checked_charts_are_in_the_cache_and_never_packaged(tmp_path, name, key):
-    """The Volcano chart the tests read sits in the cache at the lab's controller version; the repository packages
-    the fixture of that name, not it."""
-    cfg = _cfg(tmp_path)
-    assert CHECKED_CHARTS == {"volcano": "VOLCANO_VERSION"}
-    assert cfg.upstream_chart_dir(name) == tmp_path / "cache" / "charts" / f"{name}-v{cfg.versions[key]}" / name
-    _cache_nfd(cfg)
-    _cache_sriov(cfg)
-    _cache_kueue(cfg)
-    _chart(cfg.upstream_chart_dir(name), name, cfg.versions[key])
-    fixture = _chart(tmp_path / "fixtures" / name, name, cfg.versions[key])
-    packaged = [argv[2] for argv in charts.package_argvs(cfg, tmp_path / "out", tmp_path / "fixtures")]
-    assert str(fixture) in packaged and str(cfg.upstream_chart_dir(name)) not in packaged
+def test_no_chart_is_only_checked_any_more():
+    """Issue 27 §6: every upstream chart a registry serves is the one the lab serves (Volcano's was the last read by
+    the tests only, beside a fixture)."""
+    from gpuops_lab.config import CHARTS_DIR
+
+    assert CHECKED_CHARTS == {}
+    names = {yaml.safe_load(p.read_text())["name"] for p in CHARTS_DIR.glob("*/Chart.yaml")}  # (not vendored subcharts)
+    assert names and not names & set(UPSTREAM_CHARTS)
 
 
 def test_package_argvs_upstream_last_at_its_version_and_replacing_the_fixture_copy(tmp_path):
@@ -108,6 +108,7 @@ def test_package_argvs_upstream_last_at_its_version_and_replacing_the_fixture_co
     upstream = _cache_nfd(cfg)
     sriov_chart = _cache_sriov(cfg)
     kueue_chart = _cache_kueue(cfg)
+    volcano_chart = _cache_volcano(cfg)
     fixtures = tmp_path / "fixtures"
     parent = _chart(fixtures / "gpu-operator", "gpu-operator", "v26.7.0")
     same = _chart(parent / "charts" / "node-feature-discovery", "node-feature-discovery", version)
@@ -115,9 +116,16 @@ def test_package_argvs_upstream_last_at_its_version_and_replacing_the_fixture_co
     out = tmp_path / "repo"
     argvs = charts.package_argvs(cfg, out, fixtures)
     helm = str(cfg.binary("helm"))
-    assert [a[2] for a in argvs] == [str(older), str(parent), str(upstream), str(sriov_chart), str(kueue_chart)]
+    assert [a[2] for a in argvs] == [
+        str(older),
+        str(parent),
+        str(upstream),
+        str(sriov_chart),
+        str(kueue_chart),
+        str(volcano_chart),
+    ]
     assert str(same) not in [a[2] for a in argvs]  # the upstream chart of that name and version replaces it
-    assert argvs[-3] == [
+    assert argvs[-4] == [
         helm,
         "package",
         str(upstream),
@@ -131,9 +139,11 @@ def test_package_argvs_upstream_last_at_its_version_and_replacing_the_fixture_co
     assert argvs[0] == [helm, "package", str(older), "--destination", str(out)]
     # upstream's release (hack/release/chart-update.sh) stamps version 1.6.0 and appVersion v1.6.0; so does the lab
     sriov_version = cfg.versions["SRIOV_VERSION"]
-    assert argvs[-2][3:7] == ["--version", sriov_version, "--app-version", f"v{sriov_version}"]
+    assert argvs[-3][3:7] == ["--version", sriov_version, "--app-version", f"v{sriov_version}"]
     kueue_version = cfg.versions["KUEUE_VERSION"]
-    assert argvs[-1][3:7] == ["--version", kueue_version, "--app-version", f"v{kueue_version}"]
+    assert argvs[-2][3:7] == ["--version", kueue_version, "--app-version", f"v{kueue_version}"]
+    volcano_version = cfg.versions["VOLCANO_VERSION"]
+    assert argvs[-1][3:7] == ["--version", volcano_version, "--app-version", f"v{volcano_version}"]
 
 
 def test_the_sriov_fixture_chart_is_gone_and_upstream_is_packaged_in_its_place(tmp_path):

@@ -21,8 +21,9 @@ def test_the_demo_profile_skips_the_registry_sriov_and_volcano(monkeypatch, tmp_
     assert set(cluster.ORDER) - set(demo) == set(cluster.DEMO_SKIPS)
     assert [n for n in cluster.ORDER if n in demo] == list(demo)  # the same start order
     assert set(lab.status()) == set(demo)
-    skipped = {b for bs in cluster.DEMO_SKIPS.values() for b in bs}
+    skipped = {b for bs in cluster.DEMO_SKIPS.values() for b in bs} | set(cluster.DEMO_SKIPPED_BINARIES)
     assert not skipped & set(lab.binaries_ready())
+    assert {"vc-scheduler", "vc-controller-manager", "vc-webhook-manager"} <= set(cluster.DEMO_SKIPPED_BINARIES)
 
 
 def test_the_build_script_has_a_demo_target_without_the_skipped_builds():
@@ -33,7 +34,7 @@ def test_the_build_script_has_a_demo_target_without_the_skipped_builds():
     # the upstream charts are fetched in demo too: the chart repository packages every one (gpuops_lab.charts)
     for needed in ("build_k8s", "build_nfd", "build_kueue", "build_prometheus", "build_helm", "build_nfd_chart"):
         assert needed in steps
-    assert "build_sriov_chart" in steps
+    assert "build_sriov_chart" in steps and "build_volcano_chart" in steps
 
 
 def test_the_demo_inventory_enables_nothing_the_demo_profile_skips():

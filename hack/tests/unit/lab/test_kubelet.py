@@ -4,7 +4,7 @@ routes and the readiness probe it derives from the pod, the status it reports, a
 from __future__ import annotations
 
 import pytest
-from gpuops_lab import kubelet, kueue, kwok, services
+from gpuops_lab import kubelet, kueue, kwok, services, volcano
 from gpuops_lab.config import LabConfig
 from gpuops_lab.pods import Workload
 
@@ -105,8 +105,12 @@ def test_probe_url_and_pod_status():
 
 
 def test_kwok_leaves_the_kubelets_pods_to_it(tmp_path):
-    assert kubelet.kwok_excluded_names() == ["kueue"]
-    assert kubelet.workloads() == (kueue.WORKLOAD,)
+    assert kubelet.kwok_exclusions() == {
+        "app.kubernetes.io/name": ["kueue"],
+        "app": ["volcano-scheduler", "volcano-controller", "volcano-admission"],
+        "batch.kubernetes.io/job-name": ["volcano-admission-init"],
+    }
+    assert kubelet.workloads() == (kueue.WORKLOAD, *volcano.WORKLOADS)
 
 
 class _Proc:
@@ -194,16 +198,18 @@ def test_a_missing_volume_source_holds_the_start(tmp_path, monkeypatch):
     assert k._procs["x"].started == [] and k.running == {}
 
 
-@pytest.mark.parametrize("stage", ["pod-ready"])
-def test_kwok_pod_ready_stage_skips_the_kubelets_pods(tmp_path, stage):
+@pytest.mark.parametrize("stage", ["pod-ready", "pod-complete"])
+def test_kwok_pod_ready_and_complete_stages_skip_the_kubelets_pods(tmp_path, stage):
     cfg = _cfg(tmp_path)
     try:
         docs = kwok.render(cfg)
     except Exception as exc:  # noqa: BLE001 - the stages come from the build cache
         pytest.fail(f"kwok stages not in the build cache ({exc}): run make build")
     (ready,) = [d for d in docs if d.get("kind") == "Stage" and d["metadata"]["name"] == stage]
+    exprs = ready["spec"]["selector"]["matchExpressions"]
+    assert {"key": '.metadata.labels["app.kubernetes.io/name"]', "operator": "NotIn", "values": ["kueue"]} in exprs
     assert {
-        "key": '.metadata.labels["app.kubernetes.io/name"]',
+        "key": '.metadata.labels["batch.kubernetes.io/job-name"]',
         "operator": "NotIn",
-        "values": ["kueue"],
-    } in ready["spec"]["selector"]["matchExpressions"]
+        "values": ["volcano-admission-init"],
+    } in exprs

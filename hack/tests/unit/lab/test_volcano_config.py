@@ -1,17 +1,16 @@
-"""The lab's Volcano wiring without a cluster: the scheduler's and the controller-manager's ports, argv (every listener
-on loopback, leader election off, the chart's configuration from the state, the controllers the lab runs), environment
-and files, where they start; and no simulator handler stands in for the controller-manager any more."""
+"""The lab's Volcano wiring without a cluster: the ports of its three programs, and the argv and environment the kubelet
+gives each for a pod as upstream's chart renders it (the chart's arguments kept, every listener on loopback, the files
+they name under the pod's directory, the hook Job's script with kubectl and its own work directory); no component of
+`lab up` runs Volcano any more, and no simulator handler stands in for it."""
 
 from __future__ import annotations
 
 import pytest
-from gpuops_lab import volcano
-from gpuops_lab.cluster import BINARIES, ORDER, Lab
+from gpuops_lab import kubelet, volcano
+from gpuops_lab.cluster import BINARIES, ORDER
 from gpuops_lab.config import LabConfig
 from gpuops_lab.errors import LabError
 from gpuops_lab.simulator.handlers import BUILTIN_HANDLERS
-
-CHART_CONF = 'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n'
 
 
 def _cfg(tmp_path, **env):
@@ -55,106 +54,228 @@ def test_pinned_version_and_binary(tmp_path):
     assert cfg.versions["VOLCANO_VERSION"] == "1.15.1" and cfg.versions["VOLCANO_APIS_VERSION"] == "1.14.0"
     assert cfg.binary("vc-scheduler") == tmp_path / "cache" / "bin" / "volcano-v1.15.1" / "vc-scheduler"
     assert cfg.binary("vc-controller-manager") == cfg.bindir("volcano") / "vc-controller-manager"
-    assert "vc-scheduler" in BINARIES and "vc-controller-manager" in BINARIES
+    assert cfg.binary("vc-webhook-manager") == cfg.bindir("volcano") / "vc-webhook-manager"
+    assert cfg.binary("gen-admission-secret.sh") == cfg.bindir("volcano") / "gen-admission-secret.sh"
+    for name in ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager", "gen-admission-secret.sh"):
+        assert name in BINARIES
 
 
-def test_argv_binds_loopback_without_leader_election(tmp_path):
+def test_admission_ports_follow_nfd_master_and_have_variables(tmp_path):
     cfg = _cfg(tmp_path)
-    argv = volcano.argv(cfg)
+    assert (cfg.ports["volcano-admission"], cfg.ports["volcano-admission-healthz"]) == (30301, 30302)
+    own = _cfg(tmp_path, GPUOPS_LAB_VOLCANO_ADMISSION_PORT="31003")
+    assert own.ports["volcano-admission"] == 31003 and own.ports["volcano-admission-healthz"] == 30302
+
+
+# the pods as upstream's chart 1.15.1 renders them (templates/scheduler.yaml, controllers.yaml, admission.yaml,
+# admission-init.yaml; tests/unit/charts/test_checked_charts.py pins these against the chart itself)
+def _pod(labels, container, volumes=(), name="p-1"):
+    return {
+        "metadata": {"name": name, "namespace": "volcano-system", "uid": "u-1", "labels": labels},
+        "spec": {"nodeName": "n", "containers": [container], "volumes": list(volumes)},
+    }
+
+
+SCHEDULER_POD = _pod(
+    {"app": "volcano-scheduler"},
+    {
+        "name": "volcano-scheduler",
+        "args": [
+            "--logtostderr",
+            "--scheduler-conf=/volcano.scheduler/volcano-scheduler.conf",
+            "--scheduler-name=volcano",
+            "--enable-healthz=true",
+            "--enable-metrics=true",
+            "--leader-elect=false",
+            "--kube-api-qps=2000",
+            "-v=3",
+            "2>&1",
+        ],
+        "env": [{"name": "DEBUG_SOCKET_DIR", "value": "/tmp/klog-socks"}],
+        "volumeMounts": [
+            {"name": "scheduler-config", "mountPath": "/volcano.scheduler"},
+            {"name": "klog-sock", "mountPath": "/tmp/klog-socks"},
+        ],
+    },
+    [
+        {"name": "scheduler-config", "configMap": {"name": "volcano-scheduler-configmap"}},
+        {"name": "klog-sock", "emptyDir": {}},
+    ],
+)
+CONTROLLER_POD = _pod(
+    {"app": "volcano-controller"},
+    {
+        "name": "volcano-controllers",
+        "args": ["--logtostderr", "--enable-healthz=true", "--enable-metrics=true", "--leader-elect=false", "-v=4"],
+        "env": [
+            {"name": "KUBE_POD_NAMESPACE", "value": "volcano-system"},
+            {"name": "HELM_RELEASE_NAME", "value": "volcano"},
+            {"name": "GOMEMLIMIT", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory"}}},
+        ],
+    },
+)
+CERTS = "/admission.local.config/certificates"
+ADMISSION_POD = _pod(
+    {"app": "volcano-admission"},
+    {
+        "name": "admission",
+        "args": [
+            "--enabled-admission=/jobs/mutate,/queues/validate",
+            f"--tls-cert-file={CERTS}/tls.crt",
+            f"--tls-private-key-file={CERTS}/tls.key",
+            f"--ca-cert-file={CERTS}/ca.crt",
+            "--admission-conf=/admission.local.config/configmap/volcano-admission.conf",
+            "--webhook-namespace=volcano-system",
+            "--webhook-service-name=volcano-admission-service",
+            "--enable-healthz=true",
+            "--port=8443",
+        ],
+        "volumeMounts": [
+            {"name": "admission-certs", "mountPath": CERTS, "readOnly": True},
+            {"name": "admission-config", "mountPath": "/admission.local.config/configmap"},
+        ],
+    },
+    [
+        {"name": "admission-certs", "secret": {"secretName": "volcano-admission-secret"}},
+        {"name": "admission-config", "configMap": {"name": "volcano-admission-configmap"}},
+    ],
+)
+INIT_POD = _pod(
+    {"batch.kubernetes.io/job-name": "volcano-admission-init", "job-name": "volcano-admission-init"},
+    {
+        "name": "main",
+        "command": [
+            "./gen-admission-secret.sh",
+            "--service",
+            "volcano-admission-service",
+            "--namespace",
+            "volcano-system",
+            "--secret",
+            "volcano-admission-secret",
+        ],
+    },
+)
+
+
+def _workload(name):
+    (w,) = [w for w in volcano.WORKLOADS if w.name == name]
+    return w
+
+
+def test_each_chart_pod_is_one_workload_of_the_kubelet():
+    for pod, name in (
+        (SCHEDULER_POD, "volcano-scheduler"),
+        (CONTROLLER_POD, "volcano-controller"),
+        (ADMISSION_POD, "volcano-admission"),
+        (INIT_POD, "volcano-admission-init"),
+    ):
+        labels = pod["metadata"]["labels"]
+        assert [w.name for w in volcano.WORKLOADS if all(labels.get(k) == v for k, v in w.selector.items())] == [name]
+    assert [w.kind for w in volcano.WORKLOADS] == ["server", "server", "server", "job"]
+    assert all(w in kubelet.workloads() for w in volcano.WORKLOADS)
+
+
+def test_scheduler_runs_the_charts_arguments_with_its_files_and_listeners_local(tmp_path):
+    cfg = _cfg(tmp_path)
+    root = tmp_path / "pod"
+    argv, env = volcano.scheduler_prepare(cfg, SCHEDULER_POD, root)
     assert argv[0] == str(cfg.binary("vc-scheduler"))
-    for flag in (
-        f"--kubeconfig={cfg.kubeconfig}",
-        f"--scheduler-conf={cfg.state / 'volcano' / 'volcano-scheduler.conf'}",
+    assert argv[1:10] == [
+        "--logtostderr",
+        f"--scheduler-conf={root}/volcano.scheduler/volcano-scheduler.conf",
         "--scheduler-name=volcano",
-        "--leader-elect=false",
         "--enable-healthz=true",
-        "--healthz-address=127.0.0.1:30297",
         "--enable-metrics=true",
+        "--leader-elect=false",
+        "--kube-api-qps=2000",
+        "-v=3",
+        "2>&1",
+    ]
+    assert argv[10:] == [
+        f"--kubeconfig={cfg.kubeconfig}",
         "--listen-address=127.0.0.1:30296",
-        f"--cache-dump-dir={cfg.state / 'volcano'}",
-    ):
-        assert flag in argv
-    # no listener left on an upstream default (":8080", ":11251": every interface)
-    addresses = [a.split("=", 1)[1] for a in argv if a.startswith(("--listen-address", "--healthz-address"))]
-    assert len(addresses) == 2 and all(a.startswith("127.0.0.1:") for a in addresses)
-    assert not [a for a in argv if "pprof" in a]
-    # a half-written configuration (the scheduler reloads on every write) must not be fatal, as in the chart
-    assert "--disable-default-scheduler-config" not in argv
-    # the klog level socket in the state, not the host-wide /tmp/klog-socks another lab would take over
-    assert volcano.env(cfg) == {"DEBUG_SOCKET_DIR": str(cfg.state / "volcano")}
+        "--healthz-address=127.0.0.1:30297",
+        f"--cache-dump-dir={root}/tmp/cache-dump",
+    ]
+    assert env == {"DEBUG_SOCKET_DIR": f"{root}/tmp/klog-socks"}
+    assert (root / "tmp" / "cache-dump").is_dir()
+    assert _workload("volcano-scheduler").ports(cfg) == {8080: 30296}
 
 
-def test_controller_manager_argv_binds_loopback_runs_four_controllers(tmp_path):
+def test_controller_manager_runs_the_charts_arguments_and_env(tmp_path):
     cfg = _cfg(tmp_path)
-    argv = volcano.controller_manager_argv(cfg)
-    assert argv[0] == str(cfg.binary("vc-controller-manager"))
-    for flag in (
-        f"--kubeconfig={cfg.kubeconfig}",
-        "--leader-elect=false",
-        "--scheduler-name=volcano",
+    argv, env = volcano.controller_prepare(cfg, CONTROLLER_POD, tmp_path / "pod")
+    assert argv == [
+        str(cfg.binary("vc-controller-manager")),
+        "--logtostderr",
         "--enable-healthz=true",
-        "--healthz-address=127.0.0.1:30299",
         "--enable-metrics=true",
+        "--leader-elect=false",
+        "-v=4",
+        f"--kubeconfig={cfg.kubeconfig}",
         "--listen-address=127.0.0.1:30298",
-    ):
-        assert flag in argv
-    addresses = [a.split("=", 1)[1] for a in argv if a.startswith(("--listen-address", "--healthz-address"))]
-    assert len(addresses) == 2 and all(a.startswith("127.0.0.1:") for a in addresses)
-    # only the named controllers: no '*' (upstream's default '*,-sharding-controller' starts the cronjob, jobflow,
-    # jobtemplate, hyperNode and colocation controllers, whose kinds the lab does not serve)
-    (controllers,) = [a.split("=", 1)[1].split(",") for a in argv if a.startswith("--controllers=")]
-    assert controllers == ["+queue-controller", "+pg-controller", "+job-controller", "+gc-controller"]
-
-
-def test_the_lab_starts_probes_and_lists_it(tmp_path):
-    cfg = _cfg(tmp_path)
-    lab = Lab(cfg, say=lambda _m: None)
-    assert ORDER.index("kube-apiserver") < ORDER.index("vc-scheduler") < ORDER.index("simulator")
-    assert lab._argv("vc-scheduler") == volcano.argv(cfg)
-    assert lab._env("vc-scheduler")["DEBUG_SOCKET_DIR"] == str(cfg.state / "volcano")
-    assert lab._ports_of("vc-scheduler") == [("vc-scheduler metrics", 30296), ("vc-scheduler healthz", 30297)]
-    _probe, what, _timeout = lab._ready_probe("vc-scheduler")
-    assert what == "GET http://127.0.0.1:30297/healthz"
-    # the controller-manager after the scheduler: its probe waits for the default Queue the scheduler makes to be Open
-    assert ORDER.index("vc-scheduler") < ORDER.index("vc-controller-manager") < ORDER.index("simulator")
-    assert lab._argv("vc-controller-manager") == volcano.controller_manager_argv(cfg)
-    assert lab._ports_of("vc-controller-manager") == [
-        ("vc-controller-manager metrics", 30298),
-        ("vc-controller-manager healthz", 30299),
+        "--healthz-address=127.0.0.1:30299",
     ]
-    probe, what, _timeout = lab._ready_probe("vc-controller-manager")
-    assert what == "GET http://127.0.0.1:30299/healthz, then the default Queue Open"
-    with pytest.raises(OSError):  # nothing listens (wait_until takes an exception for "not ready yet")
-        probe()
+    assert env == {"KUBE_POD_NAMESPACE": "volcano-system", "HELM_RELEASE_NAME": "volcano"}  # valueFrom is not served
+    assert _workload("volcano-controller").ports(cfg) == {8081: 30298}
 
 
-def test_conf_and_crds_come_from_the_build(tmp_path):
+def test_webhook_manager_reads_its_certificates_from_the_pods_secret_volume(tmp_path):
     cfg = _cfg(tmp_path)
-    with pytest.raises(LabError, match="build.sh volcano"):
-        volcano.write_conf(cfg)
-    with pytest.raises(LabError, match="build.sh volcano"):
-        volcano.crd_files(cfg)
-    d = cfg.bindir("volcano")
-    (d / "crd").mkdir(parents=True)
-    (d / "volcano-scheduler.conf").write_text(CHART_CONF)
-    for name in (*volcano.CRDS[:-1], "batch.volcano.sh_cronjobs.yaml"):
-        (d / "crd" / name).write_text("kind: CustomResourceDefinition\n")
-    with pytest.raises(LabError, match="bus.volcano.sh_commands.yaml"):
-        volcano.crd_files(cfg)
-    (d / "crd" / "bus.volcano.sh_commands.yaml").write_text("kind: CustomResourceDefinition\n")
-    path = volcano.write_conf(cfg)
-    assert path == volcano.conf_path(cfg) and path.read_text() == CHART_CONF
-    assert path.parent != cfg.state  # its own directory: the scheduler watches the configuration's directory
-    # what the scheduler's informers wait for, and the job and queue controllers' (Volcano Jobs, Commands); not the
-    # kinds of the controllers the lab leaves off (CronJobs, ColocationConfigurations) nor NodeShards
-    assert [p.name for p in volcano.crd_files(cfg)] == [
-        "scheduling.volcano.sh_podgroups.yaml",
-        "scheduling.volcano.sh_queues.yaml",
-        "topology.volcano.sh_hypernodes.yaml",
-        "nodeinfo.volcano.sh_numatopologies.yaml",
-        "batch.volcano.sh_jobs.yaml",
-        "bus.volcano.sh_commands.yaml",
+    root = tmp_path / "pod"
+    argv, _env = volcano.admission_prepare(cfg, ADMISSION_POD, root)
+    assert argv[0] == str(cfg.binary("vc-webhook-manager"))
+    assert f"--tls-cert-file={root}{CERTS}/tls.crt" in argv
+    assert f"--ca-cert-file={root}{CERTS}/ca.crt" in argv
+    assert f"--admission-conf={root}/admission.local.config/configmap/volcano-admission.conf" in argv
+    assert "--webhook-service-name=volcano-admission-service" in argv and "--port=8443" not in argv
+    assert argv[-4:] == [
+        f"--kubeconfig={cfg.kubeconfig}",
+        "--listen-address=127.0.0.1",
+        "--port=30301",
+        "--healthz-address=127.0.0.1:30302",
     ]
+    assert _workload("volcano-admission").ports(cfg) == {8443: 30301}
+    files = kubelet.volume_files(
+        ADMISSION_POD,
+        None,
+        lambda kind, ns, name: {"tls.crt": b"c", "tls.key": b"k", "ca.crt": b"a"} if kind == "Secret" else None,
+    )
+    assert files[CERTS] == {"tls.crt": b"c", "tls.key": b"k", "ca.crt": b"a"}
+    assert files["/admission.local.config/configmap"] is None  # not started until the ConfigMap is there
+
+
+def test_the_hook_jobs_pod_runs_the_admission_images_script(tmp_path):
+    cfg = _cfg(tmp_path)
+    root = tmp_path / "pod"
+    argv, env = volcano.admission_init_prepare(cfg, INIT_POD, root)
+    assert argv == [
+        "/bin/bash",
+        str(cfg.binary("gen-admission-secret.sh")),
+        "--service",
+        "volcano-admission-service",
+        "--namespace",
+        "volcano-system",
+        "--secret",
+        "volcano-admission-secret",
+    ]
+    assert env["CERTDIR"] == str(root / "tmp") and (root / "tmp").is_dir()
+    assert env["KUBECONFIG"] == str(cfg.kubeconfig)
+    assert env["PATH"].split(":")[0] == str(cfg.bindir("k8s"))  # its kubectl
+    other = {**INIT_POD, "spec": {**INIT_POD["spec"], "containers": [{"name": "main", "command": ["sh", "-c", "x"]}]}}
+    with pytest.raises(LabError, match="not ./gen-admission-secret.sh"):
+        volcano.admission_init_prepare(cfg, other, root)
+
+
+def test_the_lab_no_longer_starts_volcano_itself():
+    assert not {"vc-scheduler", "vc-controller-manager"} & set(ORDER)
+
+
+def test_install_argv_is_the_served_chart_at_the_pinned_version(tmp_path):
+    cfg = _cfg(tmp_path)
+    argv = volcano.install_argv(cfg, "ns", tmp_path / "v.json")
+    assert argv[2:6] == ["upgrade", "--install", "volcano", "volcano"] and "--namespace=ns" in argv
+    assert f"--version={cfg.versions['VOLCANO_VERSION']}" in argv and argv[-1] == f"--values={tmp_path / 'v.json'}"
 
 
 def test_no_simulator_handler_plays_the_controller_manager():

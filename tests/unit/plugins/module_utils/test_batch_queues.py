@@ -219,13 +219,25 @@ def test_capacity_findings(parents, amounts, have, expect):
             {},
             ["volcano-queue-deserved-above-capability"],
         ),
-        (  # the case: capability 2, guarantee 4, no deserved (proportion plugin)
+        (  # the case: capability 2, guarantee 4, no deserved (proportion plugin): no deserved share either
             [{"name": "a", "capability": {"nvidia.com/gpu": 2}, "guarantee": {"nvidia.com/gpu": 4}}],
             {},
-            ["volcano-queue-guarantee-above-capability"],
+            ["volcano-queue-guarantee-above-capability", "volcano-queue-guarantee-above-deserved"],
+        ),
+        (  # Volcano's webhook (1.15.1) refuses a guarantee without a deserved share, with weights too
+            [{"name": "a", "weight": 2, "capability": {"nvidia.com/gpu": 4}, "guarantee": {"nvidia.com/gpu": 4}}],
+            {},
+            ["volcano-queue-guarantee-above-deserved"],
         ),
         (
-            [{"name": "a", "capability": {"nvidia.com/gpu": 4}, "guarantee": {"nvidia.com/gpu": 4}}],
+            [
+                {
+                    "name": "a",
+                    "capability": {"nvidia.com/gpu": 4},
+                    "deserved": {"nvidia.com/gpu": 4},
+                    "guarantee": {"nvidia.com/gpu": 4},
+                }
+            ],
             {},
             [],
         ),
@@ -293,7 +305,9 @@ def test_volcano_objects_and_scheduler_config():
 
 
 def test_volcano_capacity_warning():
-    built = _volcano.build(vvars([{"name": "a", "weight": 1, "guarantee": {"nvidia.com/gpu": 20}}]), NODES)
+    built = _volcano.build(
+        vvars([{"name": "a", "deserved": {"nvidia.com/gpu": 20}, "guarantee": {"nvidia.com/gpu": 20}}]), NODES
+    )
     (f,) = built["findings"]
     assert f["id"] == "volcano-guarantee-above-capacity" and f["severity"] == "warning"
     assert "sum to 20" in f["evidence"][0] and "have 16 allocatable" in f["evidence"][0]
