@@ -3,6 +3,8 @@ routes and the readiness probe it derives from the pod, the status it reports, a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from gpuops_lab import kubelet, kueue, kwok, services, volcano
 from gpuops_lab.config import LabConfig
@@ -213,3 +215,71 @@ def test_kwok_pod_ready_and_complete_stages_skip_the_kubelets_pods(tmp_path, sta
         "operator": "NotIn",
         "values": ["volcano-admission-init"],
     } in exprs
+
+
+class _Core:
+    """The kubelet's CoreV1Api: no Services; a status patch stored on the pod as the API server stores it."""
+
+    def __init__(self, pods):
+        self.pods, self.patched = pods, []
+
+    def list_namespaced_service(self, ns, **_):
+        return type("L", (), {"items": []})()
+
+    def patch_namespaced_pod_status(self, name, ns, body):
+        self.patched.append(body["status"])
+        self.pods[0]["status"] = body["status"]
+
+
+def _kubelet(cfg, monkeypatch, w, pods):
+    monkeypatch.setattr(kubelet, "workloads", lambda: (w,))
+    k = kubelet.Kubelet.__new__(kubelet.Kubelet)
+    k.cfg, k.say, k.running, k._procs = cfg, lambda m: None, {}, {w.name: _Proc()}
+    monkeypatch.setattr(k, "_pods", lambda w: pods)
+    monkeypatch.setattr(k, "_read", lambda kind, ns, name: {})
+    k.core, k.api_client = _Core(pods), type("A", (), {"sanitize_for_serialization": staticmethod(lambda o: o)})()
+    return k
+
+
+JOB_POD = {
+    "metadata": {"name": "init-x1", "namespace": "vs", "uid": "0000-0001", "labels": {"job": "init"}},
+    "spec": {"nodeName": "n", "containers": [{"name": "main", "image": "i", "command": ["./s.sh"]}]},
+}
+
+
+@pytest.mark.parametrize(("code", "phase", "reason"), [(0, "Succeeded", "Completed"), (3, "Failed", "Error")])
+def test_a_job_pod_runs_once_to_its_end_and_its_exit_code_is_its_phase(tmp_path, monkeypatch, code, phase, reason):
+    cfg = _cfg(tmp_path)
+    w = Workload("init", {"job": "init"}, None, lambda cfg: {}, lambda cfg, pod, root: (["s.sh"], {}), kind="job")
+    pods = [json.loads(json.dumps(JOB_POD))]
+    k = _kubelet(cfg, monkeypatch, w, pods)
+    k.sync()
+    proc = k._procs["init"]
+    assert [argv for argv, _env in proc.started] == [["s.sh"]] and k.core.patched == []  # Pending while it runs
+    k.sync()  # still running: nothing more
+    assert len(proc.started) == 1 and k.core.patched == []
+    proc.running = False
+    proc.exit_code = lambda: code
+    k.sync()
+    (status,) = k.core.patched
+    (cs,) = status["containerStatuses"]
+    assert status["phase"] == phase and cs["state"]["terminated"]["exitCode"] == code
+    assert cs["state"]["terminated"]["reason"] == reason and cs["ready"] is False and cs["name"] == "main"
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "False"
+    k.sync()  # the ended pod is not run again (a new pod of the Job would be)
+    assert len(proc.started) == 1 and len(k.core.patched) == 1 and k.running == {}
+
+
+def test_a_container_without_a_readiness_probe_is_ready_while_it_runs(tmp_path, monkeypatch):
+    cfg = _cfg(tmp_path)
+    pod = json.loads(json.dumps({**JOB_POD, "metadata": {**JOB_POD["metadata"], "labels": {"app": "s"}}}))
+    w = Workload("s", {"app": "s"}, None, lambda cfg: {}, lambda cfg, pod, root: (["srv"], {}))
+    pods = [pod]
+    k = _kubelet(cfg, monkeypatch, w, pods)
+    k.sync()
+    assert k.core.patched[-1]["phase"] == "Running" and k.core.patched[-1]["containerStatuses"][0]["ready"] is True
+    k._procs["s"].running = False
+    k._procs["s"].exit_code = lambda: 1
+    monkeypatch.setattr(k._procs["s"], "start", lambda argv, env=None: None)  # the restart does not come up
+    k.sync()
+    assert k.core.patched[-1]["containerStatuses"][0]["ready"] is False
