@@ -165,6 +165,11 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         "guarantee",
     ),
     ("volcano-weight-negative", {**VOLCANO, "volcano_queues": [{"name": "q", "weight": -1}]}, "weight"),
+    (  # the real webhook (1.15.1) refuses a guarantee without a deserved share after the release (found in the lab)
+        "volcano-guarantee-without-deserved",
+        {**VOLCANO, "volcano_queues": [{"name": "q", "weight": 2, "guarantee": {"nvidia.com/gpu": 4}}]},
+        "guarantee",
+    ),
     # KAI Scheduler
     (
         "kai-queue-field-typo",
