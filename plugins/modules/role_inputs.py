@@ -49,6 +49,20 @@ options:
   prefix:
     description: With O(options), report variables with this prefix that are not options of the role.
     type: str
+  chart_role:
+    description:
+      - A chart role's inputs (its action plugin fills them in from the task's variables). Unless given, O(prefix) is
+        V(<role>_), O(variables) every variable with that prefix, O(options) the role's C(meta/argument_specs.yml);
+        O(chart) the role's pinned chart (C(<role>_chart_name), C(<role>_chart_version), C(gpuops_chart_repo_mirror)
+        or C(<role>_chart_repo_url), C(gpuops_chart_repo_ca_file)) when the run's plan installs the role with
+        C(<role>_state) V(present) and O(chart_when); and O(checks) gain the release name, namespace, chart version
+        and chart repository URL checks first and the kubeconfig check (context C(gpuops_kubeconfig_context)) last.
+    type: bool
+    default: false
+  chart_when:
+    description: With O(chart_role), whether the chart is looked up at all (a role whose chart another one installs).
+    type: bool
+    default: true
   removed:
     description: Removed variables and the fix to give when one is still set.
     type: dict
@@ -265,6 +279,8 @@ ARGUMENT_SPEC = {
     "variables": {"type": "dict", "required": True},
     "options": {"type": "dict"},
     "prefix": {"type": "str"},
+    "chart_role": {"type": "bool", "default": False},  # its action plugin's (it fills the arguments in)
+    "chart_when": {"type": "bool", "default": True},
     "removed": {"type": "dict", "default": {}},
     "outputs": {"type": "list", "elements": "str", "default": []},
     "checks": {

@@ -20,6 +20,7 @@ if not _link.exists():
     _link.parent.mkdir(parents=True, exist_ok=True)
     _link.symlink_to(REPO)
 
+from ansible_collections.gpuops.platform.plugins.action.role_inputs import chart_role_args  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.filter import planned_roles  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils.inputs import (  # noqa: E402
     _inputs,
@@ -221,6 +222,11 @@ def test_role_inputs_are_in_the_run_preflight_and_checked_by_the_python_rules(ro
     inputs = _tasks(REPO / "roles" / role / "tasks/inputs.yml")
     # role_inputs tasks; a role may add its own rules' findings (network_operator: _network through a filter)
     checks = [t["gpuops.platform.role_inputs"] for t in inputs if "gpuops.platform.role_inputs" in t]
+    # a chart role's task as its action plugin completes it (prefix, options, the standard checks)
+    checks = [
+        chart_role_args(c, [], lambda _name: None, str(REPO / "roles" / role)) if c.get("chart_role") else c
+        for c in checks
+    ]
     assert any(c.get("prefix") == f"{role}_" and "options" in c for c in checks), "no type/unknown-variable check"
     deps = (yaml.safe_load((REPO / "roles" / role / "meta/main.yml").read_text()) or {}).get("dependencies") or []
     assert {"role": "gpuops.platform.gpuops"} in deps, "the collection-wide variables come from the gpuops role"
