@@ -261,7 +261,7 @@ def test_the_hook_jobs_pod_runs_the_admission_images_script(tmp_path):
     ]
     assert env["CERTDIR"] == str(root / "tmp") and (root / "tmp").is_dir()
     assert env["KUBECONFIG"] == str(cfg.kubeconfig)
-    assert env["PATH"].split(":")[0] == str(cfg.bindir("k8s"))  # its kubectl
+    assert env["PATH"].split(":", maxsplit=1)[0] == str(cfg.bindir("k8s"))  # its kubectl
     other = {**INIT_POD, "spec": {**INIT_POD["spec"], "containers": [{"name": "main", "command": ["sh", "-c", "x"]}]}}
     with pytest.raises(LabError, match="not ./gen-admission-secret.sh"):
         volcano.admission_init_prepare(cfg, other, root)
