@@ -26,7 +26,7 @@ VARS = {
 
 def _resolve(extra: dict[str, Any] | None = None):
     values = {**VARS, **(extra or {})}
-    return lambda name: values.get(name)
+    return values.get
 
 
 def test_a_chart_role_gets_its_variables_options_chart_and_standard_checks():
