@@ -70,3 +70,25 @@ def build_repo(cfg: LabConfig) -> list[str]:
     if r.returncode != 0:
         raise LabError(f"helm repo index {out} failed: {r.stderr.strip()}")
     return packaged
+
+
+def install_argv(
+    cfg: LabConfig, chart: str, release: str, namespace: str, values_file: Path | None = None
+) -> list[str]:
+    """`helm upgrade --install` of a served upstream chart at its pinned version from the lab's repository, waited on
+    (the lab's own releases of the charts its kubelet runs: kueue.py, volcano.py)."""
+    argv = [
+        str(cfg.binary("helm")),
+        f"--kubeconfig={cfg.kubeconfig}",
+        "upgrade",
+        "--install",
+        release,
+        chart,
+        f"--repo={cfg.chart_repo_url}",
+        f"--version={cfg.upstream_chart_version(chart)}",
+        f"--namespace={namespace}",
+        "--create-namespace",
+        "--wait",
+        "--timeout=180s",
+    ]
+    return [*argv, f"--values={values_file}"] if values_file else argv

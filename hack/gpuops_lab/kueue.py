@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from . import charts
 from .config import LabConfig
 from .errors import LabError
 from .pods import Workload, container, host_path
@@ -108,21 +109,7 @@ WORKLOAD = Workload(
 def install_argv(cfg: LabConfig, namespace: str = NAMESPACE, values_file: Path | None = None) -> list[str]:
     """`helm upgrade --install` of the upstream chart from the lab's repository, waited on (its pod is Ready once
     Kueue's readiness probe answers)."""
-    argv = [
-        str(cfg.binary("helm")),
-        f"--kubeconfig={cfg.kubeconfig}",
-        "upgrade",
-        "--install",
-        RELEASE,
-        CHART,
-        f"--repo={cfg.chart_repo_url}",
-        f"--version={cfg.upstream_chart_version(CHART)}",
-        f"--namespace={namespace}",
-        "--create-namespace",
-        "--wait",
-        "--timeout=180s",
-    ]
-    return [*argv, f"--values={values_file}"] if values_file else argv
+    return charts.install_argv(cfg, CHART, RELEASE, namespace, values_file)
 
 
 def install(cfg: LabConfig, namespace: str = NAMESPACE, values: dict[str, Any] | None = None) -> None:

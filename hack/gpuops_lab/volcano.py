@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import charts
 from .config import LabConfig
 from .errors import LabError
 from .pods import Workload, container, host_arg, mount_paths, plain_env, set_flag
@@ -166,21 +167,7 @@ KWOK_TOLERATIONS = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect"
 def install_argv(cfg: LabConfig, namespace: str = NAMESPACE, values_file: Path | None = None) -> list[str]:
     """`helm upgrade --install` of the upstream chart from the lab's repository, waited on (the hook Job, then the
     Deployments)."""
-    argv = [
-        str(cfg.binary("helm")),
-        f"--kubeconfig={cfg.kubeconfig}",
-        "upgrade",
-        "--install",
-        RELEASE,
-        CHART,
-        f"--repo={cfg.chart_repo_url}",
-        f"--version={cfg.upstream_chart_version(CHART)}",
-        f"--namespace={namespace}",
-        "--create-namespace",
-        "--wait",
-        "--timeout=180s",
-    ]
-    return [*argv, f"--values={values_file}"] if values_file else argv
+    return charts.install_argv(cfg, CHART, RELEASE, namespace, values_file)
 
 
 def default_queue_open(api_client: Any) -> bool:
