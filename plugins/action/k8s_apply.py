@@ -12,10 +12,14 @@ reported as would-create (changed, with their diff); the others are dry-run as u
 With ``prune`` (a role's owner labels and kinds, in delete order), the same task then reads the objects of those kinds
 that carry the labels (one cluster_objects_info run; a kind not served has none) and deletes, in that order and each
 waited on, the ones ``definition`` does not hold (``_owned.prune_objects``): apply and prune in one task. In check
-mode the deletions are kubernetes.core.k8s's check mode (named, nothing deleted)."""
+mode the deletions are kubernetes.core.k8s's check mode (named, nothing deleted).
+
+With ``webhook_wait`` (seconds), an apply that failed because the API server could not call an admission webhook
+(``_owned.webhook_unanswered``) is tried again every 2 s until that long has passed; any other failure ends it."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import yaml
@@ -181,6 +185,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         prune = args.pop("prune", None)
+        self._webhook_wait = int(args.pop("webhook_wait", 0) or 0)
         if prune is None:
             result.update(self._apply(args, task_vars))
             return result
@@ -213,6 +218,15 @@ class ActionModule(ActionBase):
         return result
 
     def _apply(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`_apply_once`, tried again while an admission webhook is not answered, up to ``webhook_wait``."""
+        deadline = time.monotonic() + getattr(self, "_webhook_wait", 0)
+        while True:
+            result = self._apply_once(args, task_vars)
+            if not _owned.webhook_unanswered(result) or time.monotonic() >= deadline:
+                return result
+            time.sleep(2)
+
+    def _apply_once(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         """kubernetes.core.k8s's result for ``args``; in check mode the objects it cannot dry-run planned."""
         result: dict[str, Any] = {}
         objs = definitions_of(args.get("definition"))

@@ -51,6 +51,13 @@ options:
         change).
     type: str
     default: present
+  webhook_wait:
+    description:
+      - Seconds to keep trying the apply while it fails because the API server cannot call an admission webhook
+        (C(failed calling webhook): its Service has no endpoint yet, or its server does not answer yet), every 2
+        seconds; any other failure, a refusal included, ends it at once. V(0) tries once.
+    type: int
+    default: 0
   prune:
     description:
       - After the apply, delete the objects of O(prune.kinds) that carry every label of O(prune.labels) and that

@@ -372,3 +372,13 @@ def labels_set_by(obj: Mapping[str, Any], field_manager: str, keys: Iterable[str
     present = set(((obj.get("metadata") or {}).get("labels") or {}).keys())
     wanted = set(keys) if keys is not None else mine
     return sorted((mine - others) & present & wanted)
+
+
+WEBHOOK_CALL_FAILED = "failed calling webhook"
+
+
+def webhook_unanswered(result: Mapping[str, Any]) -> bool:
+    """Whether an apply failed because the API server could not call an admission webhook (its Service has no endpoint
+    yet, or the webhook does not serve yet: a scheduler's admission pod is Ready before its server answers), not
+    because a webhook or the API server refused the object."""
+    return bool(result.get("failed")) and WEBHOOK_CALL_FAILED in str(result.get("msg") or "")

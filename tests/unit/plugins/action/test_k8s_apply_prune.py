@@ -176,3 +176,57 @@ def test_the_roles_prune_specs_are_valid_and_in_delete_order():
     assert [k["kind"] for k in _network_owned.PRUNE["kinds"]][-1] == "IPPool"  # networks before their pools
     for spec in (SPEC, _network_owned.PRUNE):
         assert _owned.prune_spec_errors(spec) == []
+
+
+UNCALLED = 'Internal error occurred: failed calling webhook "mutatequeue.volcano.sh": Post ...: 502 Bad Gateway'
+
+
+@pytest.mark.parametrize(
+    ("result", "unanswered"),
+    [
+        ({"failed": True, "msg": f"Failed to apply object: {UNCALLED}"}, True),
+        ({"failed": True, "msg": 'admission webhook "validatequeue.volcano.sh" denied the request: ...'}, False),
+        ({"failed": True, "msg": "Queue.scheduling.volcano.sh is invalid: spec.weight"}, False),
+        ({"changed": True, "msg": UNCALLED}, False),  # not failed
+    ],
+)
+def test_only_a_webhook_the_api_server_could_not_call_is_waited_for(result, unanswered):
+    from ansible_collections.gpuops.platform.plugins.module_utils.k8s import _owned
+
+    assert _owned.webhook_unanswered(result) is unanswered
+
+
+class Flaky(Fake):
+    """kubernetes.core.k8s failing with `failures` (one per call) before it applies."""
+
+    def __init__(self, args: dict[str, Any], failures: list[str]) -> None:
+        super().__init__(args, [])
+        self.failures = failures
+
+    def _run_k8s(self, module: str, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((module, args))
+        if self.failures:
+            return {"failed": True, "msg": self.failures.pop(0)}
+        return {"changed": True, "result": {"results": []}}
+
+
+def test_webhook_wait_tries_again_while_the_webhook_is_not_answered(monkeypatch):
+    monkeypatch.setattr(k8s_apply.time, "sleep", lambda s: None)
+    fake = Flaky({"definition": [CQ], "webhook_wait": "30"}, [UNCALLED, UNCALLED])
+    result = fake.run(task_vars={})
+    assert result.get("changed") is True and not result.get("failed") and len(fake.calls) == 3
+    assert "webhook_wait" not in fake.calls[-1][1]  # not passed on to kubernetes.core.k8s
+
+
+@pytest.mark.parametrize(
+    ("wait", "failures", "calls"),
+    [
+        (30, ["admission webhook denied the request"], 1),  # a refusal: at once
+        (0, [UNCALLED], 1),  # no wait: one try
+    ],
+)
+def test_webhook_wait_ends_at_once_on_anything_else(monkeypatch, wait, failures, calls):
+    monkeypatch.setattr(k8s_apply.time, "sleep", lambda s: None)
+    fake = Flaky({"definition": [CQ], "webhook_wait": wait}, list(failures))
+    result = fake.run(task_vars={})
+    assert result["failed"] is True and len(fake.calls) == calls
