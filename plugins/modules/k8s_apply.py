@@ -54,7 +54,7 @@ options:
   webhook_wait:
     description:
       - Seconds to keep trying the apply while it fails because the API server cannot call an admission webhook
-        (C(failed calling webhook): its Service has no endpoint yet, or its server does not answer yet), every 2
+        (C(failed calling webhook) - its Service has no endpoint yet, or its server does not answer yet), every 2
         seconds; any other failure, a refusal included, ends it at once. V(0) tries once.
     type: int
     default: 0
